@@ -1,0 +1,228 @@
+"""``AsyncClient``: the asyncio client, used by the worker runtime and async producers.
+
+The mirror image of ``Client`` (same methods, same request shapes from ``protocol``), with
+``await``. Transient failures are retried per the ``RetryPolicy`` without blocking the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from . import protocol
+from .errors import Unavailable, error_from_response
+from .models import (
+    AckManyResult,
+    ExtendResult,
+    FailResult,
+    JobRecord,
+    JobSpec,
+    PushManyResult,
+    ServerInfo,
+    WorkerState,
+)
+from .protocol import UNSET, Call
+from .retry import RetryPolicy
+from .version import USER_AGENT
+
+__all__ = ["AsyncClient"]
+
+
+class AsyncClient:
+    """Asyncio Werk client.
+
+    ``url`` defaults to ``WERK_URL`` (else ``http://127.0.0.1:7420``) and ``token`` to
+    ``WERK_TOKEN``. Use it as an async context manager, or call ``aclose()``, to release
+    connections.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = protocol.resolve_url(url)
+        self._retry = retry or RetryPolicy()
+        self._timeout = timeout
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers={**protocol.auth_headers(protocol.resolve_token(token)), "User-Agent": USER_AGENT},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- producer side ---------------------------------------------------------------------
+
+    async def push(
+        self,
+        jobtype: str,
+        args: Sequence[Any] | None = None,
+        *,
+        queue: str | None = None,
+        at: datetime | timedelta | str | None = None,
+        retry: int | None = None,
+        reserve_for: int | None = None,
+        priority: int | None = None,
+        backtrace: int | None = None,
+        custom: Mapping[str, Any] | None = None,
+        jid: str | None = None,
+    ) -> JobRecord:
+        """Enqueue one job and return it as stored.
+
+        A jid is generated when none is given; pushing the same jid twice stores one job.
+        """
+        spec = protocol.push_spec(
+            jobtype,
+            args,
+            queue=queue,
+            at=at,
+            retry=retry,
+            reserve_for=reserve_for,
+            priority=priority,
+            backtrace=backtrace,
+            custom=custom,
+            jid=jid,
+        )
+        return protocol.parse_job(await self._send(protocol.push_call(spec)))
+
+    async def push_many(self, jobs: Iterable[JobSpec | Mapping[str, Any]]) -> PushManyResult:
+        """Enqueue many jobs, 1,000 per request; each request is all-or-nothing."""
+        specs = [protocol.as_spec(j) for j in jobs]
+        results = [
+            protocol.parse_push_batch(await self._send(protocol.push_batch_call(chunk)))
+            for chunk in protocol.batches(specs)
+        ]
+        return protocol.merge_push_results(results)
+
+    async def get(self, jid: str) -> JobRecord:
+        """The job as stored; raises ``JobNotFound`` (completed jobs are deleted at ack)."""
+        return protocol.parse_job(await self._send(protocol.get_call(jid)))
+
+    async def info(self) -> ServerInfo:
+        return protocol.parse_info(await self._send(protocol.info_call()))
+
+    # -- worker side -----------------------------------------------------------------------
+
+    async def fetch(
+        self, queues: Sequence[str], *, wid: str, count: int = 1, wait: float = 0
+    ) -> list[JobRecord]:
+        """Lease up to ``count`` jobs from ``queues`` (in order), long-polling up to ``wait`` s."""
+        return protocol.parse_fetch(await self._send(protocol.fetch_call(queues, wid, count, wait)))
+
+    async def ack(self, jid: str, lease: str) -> None:
+        await self._send(protocol.ack_call(jid, lease))
+
+    async def ack_many(self, acks: Iterable[tuple[str, str]]) -> AckManyResult:
+        """Acknowledge ``(jid, lease)`` pairs; stale leases are reported, not raised."""
+        pairs = list(acks)
+        acked: list[str] = []
+        lost: list[str] = []
+        for start in range(0, len(pairs), protocol.MAX_BATCH):
+            chunk = pairs[start : start + protocol.MAX_BATCH]
+            result = protocol.parse_ack_many(await self._send(protocol.ack_many_call(chunk)))
+            acked.extend(result.acked)
+            lost.extend(result.lease_lost)
+        return AckManyResult(acked=acked, lease_lost=lost)
+
+    async def fail(
+        self,
+        jid: str,
+        lease: str,
+        *,
+        errtype: str = "unknown",
+        message: str = "",
+        backtrace: Sequence[str] | None = None,
+        retry_in: float | None = None,
+        retry: bool | None = None,
+    ) -> FailResult:
+        """Report a failed attempt; ``retry_in`` overrides the backoff, ``retry=False`` buries."""
+        call = protocol.fail_call(
+            jid,
+            lease,
+            errtype=errtype,
+            message=message,
+            backtrace=backtrace,
+            retry_in=retry_in,
+            retry=retry,
+        )
+        return protocol.parse_fail(await self._send(call))
+
+    async def extend(
+        self, jid: str, lease: str, *, reserve_for: int | None = None, progress: Any = UNSET
+    ) -> ExtendResult:
+        """Push the lease's expiry forward, optionally recording a progress checkpoint."""
+        call = protocol.extend_call(jid, lease, reserve_for=reserve_for, progress=progress)
+        return protocol.parse_extend(await self._send(call))
+
+    async def beat(
+        self,
+        wid: str,
+        *,
+        hostname: str | None = None,
+        pid: int | None = None,
+        labels: Sequence[str] | None = None,
+        current_state: WorkerState | None = None,
+        rss_kb: int | None = None,
+    ) -> WorkerState:
+        """Heartbeat; returns what the server wants: ``running``, ``quiet`` or ``terminate``."""
+        call = protocol.beat_call(
+            wid,
+            hostname=hostname,
+            pid=pid,
+            labels=labels,
+            current_state=current_state,
+            rss_kb=rss_kb,
+        )
+        return protocol.parse_beat(await self._send(call))
+
+    # -- transport -------------------------------------------------------------------------
+
+    async def _send(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            try:
+                response = await self._http.request(
+                    call.method,
+                    call.path,
+                    json=call.json,
+                    timeout=call.timeout if call.timeout is not None else self._timeout,
+                )
+            except httpx.TransportError as exc:
+                retryable = self._retry.should_retry_exception(exc, idempotent=call.idempotent)
+                if not retryable or attempt + 1 >= self._retry.attempts:
+                    raise Unavailable(f"{type(exc).__name__}: {exc}", code="unreachable") from exc
+            else:
+                if response.is_success:
+                    return response.json() if response.content else None
+                error = error_from_response(response)
+                if not self._retry.should_retry_status(response.status_code):
+                    raise error
+                if attempt + 1 >= self._retry.attempts:
+                    raise error
+                retry_after = error.retry_after
+            await asyncio.sleep(self._retry.delay(attempt, retry_after))
+            attempt += 1

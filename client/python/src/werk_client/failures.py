@@ -1,0 +1,77 @@
+"""Turning a handler's exception into the failure report the server stores.
+
+errtype is the exception's class name (what dashboards group by), message its text, and the
+backtrace the innermost frames of the handler's own code: the worker's frames are dropped
+because they are the same for every job and would only push the useful lines out.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from .control import NoRetry, RetryIn
+
+__all__ = ["FailureReport", "RemoteHandlerError", "describe_failure"]
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+MAX_MESSAGE = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class FailureReport:
+    """The body of a fail request, minus the lease."""
+
+    errtype: str
+    message: str
+    backtrace: list[str]
+    retry_in: float | None = None
+    retry: bool | None = None
+
+
+class RemoteHandlerError(Exception):
+    """A failure that happened out of this process (a job child process); carries its report."""
+
+    def __init__(self, report: FailureReport) -> None:
+        self.report = report
+        super().__init__(f"{report.errtype}: {report.message}")
+
+
+def _skip_own_frames(tb: TracebackType | None) -> TracebackType | None:
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        if tb.tb_next is None:
+            break
+        tb = tb.tb_next
+    return tb
+
+
+def format_backtrace(exc: BaseException, max_lines: int) -> list[str]:
+    """Traceback lines of ``exc`` (handler frames only), keeping the last ``max_lines``."""
+    if max_lines <= 0:
+        return []
+    tb = _skip_own_frames(exc.__traceback__)
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-max_lines:]
+
+
+def describe_failure(exc: BaseException, max_lines: int) -> FailureReport:
+    """The report for ``exc``, honouring ``RetryIn`` / ``NoRetry`` signals."""
+    if isinstance(exc, RemoteHandlerError):
+        return exc.report
+    if not isinstance(exc, RetryIn | NoRetry):
+        return FailureReport(
+            errtype=type(exc).__name__,
+            message=str(exc)[:MAX_MESSAGE],
+            backtrace=format_backtrace(exc, max_lines),
+        )
+    subject = exc.__cause__ or exc
+    return FailureReport(
+        errtype=exc.errtype or type(subject).__name__,
+        message=(exc.message or str(subject))[:MAX_MESSAGE],
+        backtrace=format_backtrace(subject, max_lines),
+        retry_in=exc.seconds if isinstance(exc, RetryIn) else None,
+        retry=False if isinstance(exc, NoRetry) else None,
+    )

@@ -1,0 +1,91 @@
+"""``Job``: what a handler sees of the job it is running.
+
+Besides the data (``args``, ``jid``, ``attempt``), it carries the one capability a long job
+needs: ``checkpoint(progress)``, which extends the lease *and* stores ``progress`` on the
+server. If the worker dies, the next attempt starts with ``job.progress`` set to the last
+checkpoint, so it can resume instead of starting over.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from .models import JobRecord
+
+__all__ = ["Job", "LeaseControl"]
+
+
+class LeaseControl(Protocol):
+    """How a ``Job`` reaches the server; differs between threads/tasks and child processes."""
+
+    async def checkpoint(self, progress: Any) -> None: ...
+
+    def checkpoint_blocking(self, progress: Any) -> None: ...
+
+    @property
+    def lease_lost(self) -> bool: ...
+
+
+class Job:
+    """The running job, handed to handlers that ask for it (see ``Registry``)."""
+
+    def __init__(self, record: JobRecord, control: LeaseControl, logger: logging.Logger) -> None:
+        self.record = record
+        self._control = control
+        self._progress: Any = record.progress
+        self.log = logging.LoggerAdapter(
+            logger, {"jid": record.jid, "jobtype": record.jobtype, "attempt": record.attempt}
+        )
+
+    @property
+    def jid(self) -> str:
+        return self.record.jid
+
+    @property
+    def jobtype(self) -> str:
+        return self.record.jobtype
+
+    @property
+    def args(self) -> list[Any]:
+        return self.record.args
+
+    @property
+    def queue(self) -> str:
+        return self.record.queue
+
+    @property
+    def custom(self) -> dict[str, Any]:
+        return self.record.custom
+
+    @property
+    def attempt(self) -> int:
+        """Which attempt this is, as counted by the server."""
+        return self.record.attempt
+
+    @property
+    def progress(self) -> Any:
+        """The last checkpoint: from a previous attempt at start, then this attempt's own."""
+        return self._progress
+
+    @property
+    def lease_lost(self) -> bool:
+        """True once the server gave the job to someone else; further work is wasted."""
+        return self._control.lease_lost
+
+    def checkpoint(self, progress: Any) -> None:
+        """Record ``progress`` (any JSON value) and extend the lease; blocks until stored.
+
+        For plain (thread or process) handlers. Raises ``LeaseLost`` if the job is no longer
+        ours. In ``async def`` handlers use ``await job.acheckpoint(progress)``.
+        """
+        self._control.checkpoint_blocking(progress)
+        self._progress = progress
+
+    async def acheckpoint(self, progress: Any) -> None:
+        """``checkpoint`` for ``async def`` handlers."""
+        await self._control.checkpoint(progress)
+        self._progress = progress
+
+    def __repr__(self) -> str:
+        return f"<Job {self.jobtype} jid={self.jid} attempt={self.attempt}>"

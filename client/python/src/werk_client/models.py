@@ -1,0 +1,277 @@
+"""Typed, immutable views of what the server returns, and the spec of a job to push.
+
+The wire format is JSON; these dataclasses exist so editors and type checkers know the fields
+and timestamps arrive as timezone-aware ``datetime`` objects rather than strings. Unknown
+fields the server may add later are ignored, so a newer server never breaks an older client.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+__all__ = [
+    "AckManyResult",
+    "ExtendResult",
+    "FailResult",
+    "Failure",
+    "JobRecord",
+    "JobSpec",
+    "PushManyResult",
+    "QueueInfo",
+    "ServerInfo",
+    "ServerStatus",
+    "Totals",
+    "WorkerState",
+    "new_jid",
+]
+
+WorkerState = Literal["running", "quiet", "terminate"]
+
+
+def new_jid() -> str:
+    """A fresh job id (uuid4 hex).
+
+    Minted by the client before the first attempt so that a push retried after a lost answer
+    names the same job, and the server stores it once.
+    """
+    return uuid.uuid4().hex
+
+
+def parse_time(value: Any) -> datetime | None:
+    """RFC 3339 text to an aware datetime (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value
+    parsed = datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _require_time(value: Any) -> datetime:
+    parsed = parse_time(value)
+    if parsed is None:
+        raise ValueError("missing timestamp")
+    return parsed
+
+
+def format_at(at: datetime | timedelta | str | None) -> str | None:
+    """Normalise a push's ``at`` to RFC 3339.
+
+    A ``timedelta`` means "from now". A naive datetime is refused rather than guessed at,
+    because a wrong zone silently shifts a schedule by hours.
+    """
+    if at is None or isinstance(at, str):
+        return at
+    if isinstance(at, timedelta):
+        return (datetime.now(UTC) + at).isoformat()
+    if at.tzinfo is None:
+        raise ValueError("`at` must be timezone-aware (e.g. datetime.now(UTC) + delay)")
+    return at.isoformat()
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The last failure of a job, as the server recorded it."""
+
+    retry_count: int
+    remaining: int
+    failed_at: datetime
+    next_at: datetime | None
+    errtype: str
+    message: str
+    backtrace: list[str]
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Failure:
+        return cls(
+            retry_count=int(data.get("retry_count", 0)),
+            remaining=int(data.get("remaining", 0)),
+            failed_at=_require_time(data.get("failed_at")),
+            next_at=parse_time(data.get("next_at")),
+            errtype=str(data.get("errtype", "")),
+            message=str(data.get("message", "")),
+            backtrace=[str(line) for line in data.get("backtrace") or []],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job as stored by the server (returned by push, get and fetch).
+
+    ``lease`` and ``lease_expires_at`` are set on fetched jobs only; ``progress`` holds the
+    last checkpoint of a previous attempt, so a retried job can resume.
+    """
+
+    jid: str
+    jobtype: str
+    args: list[Any]
+    queue: str
+    priority: int
+    reserve_for: int
+    retry: int
+    backtrace: int
+    custom: dict[str, Any]
+    at: datetime | None
+    state: str
+    created_at: datetime | None
+    enqueued_at: datetime | None
+    attempt: int
+    progress: Any
+    failure: Failure | None
+    lease: str | None
+    lease_expires_at: datetime | None
+    wid: str | None
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> JobRecord:
+        failure = data.get("failure")
+        return cls(
+            jid=str(data["jid"]),
+            jobtype=str(data["jobtype"]),
+            args=list(data.get("args") or []),
+            queue=str(data.get("queue", "default")),
+            priority=int(data.get("priority", 0)),
+            reserve_for=int(data.get("reserve_for", 1800)),
+            retry=int(data.get("retry", 25)),
+            backtrace=int(data.get("backtrace", 0)),
+            custom=dict(data.get("custom") or {}),
+            at=parse_time(data.get("at")),
+            state=str(data.get("state", "")),
+            created_at=parse_time(data.get("created_at")),
+            enqueued_at=parse_time(data.get("enqueued_at")),
+            attempt=int(data.get("attempt", 0)),
+            progress=data.get("progress"),
+            failure=Failure.from_wire(failure) if isinstance(failure, dict) else None,
+            lease=data.get("lease"),
+            lease_expires_at=parse_time(data.get("lease_expires_at")),
+            wid=data.get("wid"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job to push; ``jid`` is minted at construction so retries stay idempotent."""
+
+    jobtype: str
+    args: list[Any] = field(default_factory=list)
+    queue: str | None = None
+    at: datetime | timedelta | str | None = None
+    retry: int | None = None
+    reserve_for: int | None = None
+    priority: int | None = None
+    backtrace: int | None = None
+    custom: dict[str, Any] | None = None
+    jid: str = field(default_factory=new_jid)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The push body; fields left as ``None`` are omitted so the server's defaults apply."""
+        body: dict[str, Any] = {"jid": self.jid, "jobtype": self.jobtype, "args": list(self.args)}
+        optional = {
+            "queue": self.queue,
+            "at": format_at(self.at),
+            "retry": self.retry,
+            "reserve_for": self.reserve_for,
+            "priority": self.priority,
+            "backtrace": self.backtrace,
+            "custom": self.custom,
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class PushManyResult:
+    """Jobs stored by ``push_many`` (in input order) and how many were new."""
+
+    jobs: list[JobRecord]
+    created: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckManyResult:
+    """Outcome of a batch ack: jids acknowledged, and jids whose lease was no longer ours."""
+
+    acked: list[str]
+    lease_lost: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class FailResult:
+    """Where a failed job went: ``scheduled`` (will retry at ``next_at``), ``dead`` or
+    ``discarded``."""
+
+    jid: str
+    state: str
+    next_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendResult:
+    """The new expiry of an extended lease."""
+
+    jid: str
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    version: str
+    uptime_seconds: float
+    now: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    processed: int
+    failed: int
+    enqueued: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    name: str
+    size: int
+    latency_seconds: float
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """``GET /v1/info``: the Faktory INFO equivalent."""
+
+    server: ServerStatus
+    totals: Totals
+    states: dict[str, int]
+    queues: list[QueueInfo]
+    workers: int
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> ServerInfo:
+        server = data.get("server") or {}
+        totals = data.get("totals") or {}
+        return cls(
+            server=ServerStatus(
+                version=str(server.get("version", "")),
+                uptime_seconds=float(server.get("uptime_seconds", 0)),
+                now=parse_time(server.get("now")),
+            ),
+            totals=Totals(
+                processed=int(totals.get("processed", 0)),
+                failed=int(totals.get("failed", 0)),
+                enqueued=int(totals.get("enqueued", 0)),
+            ),
+            states={str(k): int(v) for k, v in (data.get("states") or {}).items()},
+            queues=[
+                QueueInfo(
+                    name=str(q.get("name", "")),
+                    size=int(q.get("size", 0)),
+                    latency_seconds=float(q.get("latency_seconds") or 0),
+                    paused=bool(q.get("paused", False)),
+                )
+                for q in data.get("queues") or []
+            ],
+            workers=int(data.get("workers", 0)),
+        )

@@ -1,0 +1,3 @@
+"""Werk: a language-agnostic background-job server on HTTP and PostgreSQL."""
+
+__version__ = "0.1.0"

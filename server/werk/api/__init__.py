@@ -1,0 +1,1 @@
+"""HTTP translation: wire schemas, routes, problem+json rendering. No SQL, no decisions."""

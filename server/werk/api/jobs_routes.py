@@ -1,0 +1,64 @@
+"""Producers push jobs and anyone may read one."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path
+from starlette.responses import Response
+
+from werk.api import schemas
+from werk.api.deps import ServicesDep, SettingsDep
+from werk.api.views import JSON, job_view
+from werk.errors import InvalidRequest
+from werk.services.jobs import JobSpec
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+JidPath = Path(min_length=1, max_length=200)
+
+
+def _spec(p: schemas.JobPush) -> JobSpec:
+    return JobSpec(
+        jid=p.jid, jobtype=p.jobtype, args=p.args, queue=p.queue, priority=p.priority,
+        reserve_for=p.reserve_for, retry=p.retry, backtrace=p.backtrace, custom=p.custom, at=p.at,
+    )
+
+
+@router.post(
+    "/jobs",
+    operation_id="jobs-push",
+    status_code=201,
+    response_model=schemas.Job,
+    responses={200: {"model": schemas.Job, "description": "The jid existed; nothing new stored"}},
+)
+async def push(body: schemas.JobPush, services: ServicesDep) -> Response:
+    """Push one job. 201 when stored; 200 with the stored job when its jid already existed."""
+    (result,) = await services.jobs.push([_spec(body)])
+    return JSON(job_view(result.job), status_code=201 if result.created else 200)
+
+
+@router.post(
+    "/jobs/batch",
+    operation_id="jobs-push-batch",
+    status_code=201,
+    response_model=schemas.JobBatchPushed,
+)
+async def push_batch(
+    body: schemas.JobBatchPush, services: ServicesDep, settings: SettingsDep
+) -> Response:
+    """Push many jobs in one transaction: all are stored, or none (per-item errors reported)."""
+    if len(body.jobs) > settings.max_batch:
+        raise InvalidRequest(
+            f"a batch holds at most {settings.max_batch} jobs; this one has {len(body.jobs)}",
+            errors=[{"loc": "jobs", "message": f"at most {settings.max_batch} items"}],
+        )
+    results = await services.jobs.push([_spec(j) for j in body.jobs])
+    return JSON(
+        {"jobs": [job_view(r.job) for r in results], "created": sum(r.created for r in results)},
+        status_code=201,
+    )
+
+
+@router.get("/jobs/{jid}", operation_id="jobs-get", response_model=schemas.Job)
+async def get(services: ServicesDep, jid: str = JidPath) -> Response:
+    """Read a job in any state (completed jobs are deleted at ack unless retention is set)."""
+    return JSON(job_view(await services.jobs.get(jid)))

@@ -1,0 +1,46 @@
+"""Caps request bodies before anything parses them."""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from werk.api.problems import werk_problem
+from werk.errors import PayloadTooLarge
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(
+            f"request bodies are limited to {self.max_bytes} bytes (WERK_MAX_BODY_BYTES); "
+            "split the batch"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > self.max_bytes:
+                    await werk_problem(self._too_large())(scope, receive, send)
+                    return
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise self._too_large()
+            return message
+
+        await self.app(scope, limited_receive, send)

@@ -1,0 +1,245 @@
+"""Wire models. They validate what comes in; responses are rendered by ``views``."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
+
+from werk.domain import job as rules
+
+MAX_JSON_DEPTH = 64
+INT64 = 2**63
+
+
+def _check_json(value: Any) -> Any:
+    """Rejects what PostgreSQL's jsonb cannot store faithfully: NUL characters, NaN/Infinity,
+    integers beyond 64 bits, and nesting deeper than MAX_JSON_DEPTH."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("strings must not contain NUL (\\u0000) characters")
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if not -INT64 <= item < INT64:
+                raise ValueError("integers must fit in 64 bits")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError("numbers must be finite (no NaN or Infinity)")
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if "\x00" in k:
+                    raise ValueError("keys must not contain NUL (\\u0000) characters")
+                stack.append((v, depth + 1))
+    return value
+
+
+Json = Annotated[Any, AfterValidator(_check_json)]
+JsonArray = Annotated[list[Any], AfterValidator(_check_json)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_check_json)]
+Text = Annotated[str, StringConstraints(pattern=r"^[^\x00]*$")]
+QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
+Jid = Annotated[
+    str,
+    StringConstraints(
+        min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH, pattern=r"^[^\x00]*$"
+    ),
+]
+Wid = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\x00]*$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class JobPush(_Strict):
+    """A job to push. Only ``jobtype`` is required."""
+
+    jid: Jid | None = Field(None, description="Unique id; generated when absent. Re-pushing an "
+                            "existing jid stores nothing new and returns the stored job.")
+    jobtype: Annotated[Text, Field(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH)]
+    args: JsonArray = Field(default_factory=list)
+    queue: QueueName = "default"
+    priority: int = Field(0, ge=rules.PRIORITY_MIN, le=rules.PRIORITY_MAX,
+                          description="Higher runs first within a queue.")
+    reserve_for: int = Field(rules.RESERVE_FOR_DEFAULT, ge=rules.RESERVE_FOR_MIN,
+                             le=rules.RESERVE_FOR_MAX,
+                             description="Seconds a fetched job stays leased before it expires.")
+    at: AwareDatetime | None = Field(None, description="Run no earlier than this (RFC 3339 with "
+                                     "a time zone).")
+    retry: int = Field(rules.RETRY_DEFAULT, ge=-1, le=rules.RETRY_MAX,
+                       description="Retries before dead; 0 discards on failure, -1 is dead on "
+                       "the first failure.")
+    backtrace: int = Field(0, ge=0, le=rules.BACKTRACE_MAX_LINES)
+    custom: JsonObject = Field(default_factory=dict)
+
+
+class JobBatchPush(_Strict):
+    jobs: list[JobPush] = Field(min_length=1, max_length=10_000)
+
+
+class Failure(BaseModel):
+    retry_count: int
+    remaining: int
+    failed_at: datetime
+    next_at: datetime | None
+    errtype: str
+    message: str
+    backtrace: list[str]
+
+
+class Job(BaseModel):
+    jid: str
+    jobtype: str
+    args: list[Any]
+    queue: str
+    priority: int
+    reserve_for: int
+    retry: int
+    backtrace: int
+    custom: dict[str, Any]
+    at: datetime | None
+    state: rules.JobState
+    created_at: datetime
+    enqueued_at: datetime | None
+    attempt: int
+    progress: Any = Field(None, description="The last checkpoint recorded with extend.")
+    failure: Failure | None
+    lease: str | None = Field(None, description="The current lease token (active jobs only).")
+    lease_expires_at: datetime | None
+    wid: str | None
+
+
+class JobBatchPushed(BaseModel):
+    jobs: list[Job]
+    created: int
+
+
+class Fetch(_Strict):
+    queues: list[QueueName] = Field(min_length=1, max_length=100,
+                                    description="Tried strictly in this order.")
+    wid: Wid
+    count: int = Field(1, ge=1, le=rules.FETCH_MAX_COUNT)
+    wait: float = Field(0, ge=0, description="Seconds to long-poll for a job (server maximum "
+                        "applies, 30 by default).")
+
+
+class Fetched(BaseModel):
+    jobs: list[Job]
+
+
+class Lease(_Strict):
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+
+
+class AckItem(_Strict):
+    jid: Jid
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+
+
+class AckBatch(_Strict):
+    acks: list[AckItem] = Field(min_length=1, max_length=10_000)
+
+
+class AckBatchResult(BaseModel):
+    acked: list[str]
+    lease_lost: list[str]
+
+
+class FailReport(_Strict):
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    errtype: Annotated[Text, Field(max_length=rules.ERRTYPE_MAX_LENGTH)] = "unknown"
+    message: Annotated[Text, Field(max_length=rules.MESSAGE_MAX_LENGTH)] = ""
+    backtrace: list[Annotated[Text, Field(max_length=10_000)]] = Field(
+        default_factory=list, max_length=rules.BACKTRACE_MAX_LINES
+    )
+    retry_in: float | None = Field(None, ge=0, le=365 * 86400,
+                                   description="Retry after this many seconds instead of the "
+                                   "backoff.")
+    retry: Literal[False] | None = Field(None, description="false: do not retry; the job is dead.")
+
+
+class FailResult(BaseModel):
+    jid: str
+    state: Literal["scheduled", "dead", "discarded"]
+    next_at: datetime | None
+
+
+class Extend(_Strict):
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    reserve_for: int | None = Field(None, ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX)
+    progress: Json = Field(None, description="A checkpoint the next attempt receives as "
+                           "`progress` if this one does not finish.")
+
+
+class Extended(BaseModel):
+    jid: str
+    lease_expires_at: datetime
+
+
+class Beat(_Strict):
+    wid: Wid
+    hostname: Annotated[Text, Field(max_length=255)] = ""
+    pid: int | None = Field(None, ge=0, le=2**31 - 1)
+    labels: list[Annotated[Text, Field(max_length=100)]] = Field(default_factory=list,
+                                                                 max_length=100)
+    current_state: rules.WorkerState | None = None
+    rss_kb: int | None = Field(None, ge=0, le=2**62)
+
+
+class BeatReply(BaseModel):
+    state: rules.WorkerState
+
+
+class QueueInfo(BaseModel):
+    name: str
+    size: int
+    latency_seconds: float
+    paused: bool
+
+
+class ServerInfo(BaseModel):
+    version: str
+    uptime_seconds: float
+    now: datetime
+
+
+class Totals(BaseModel):
+    processed: int
+    failed: int
+    enqueued: int
+
+
+class Info(BaseModel):
+    server: ServerInfo
+    totals: Totals
+    states: dict[str, int]
+    queues: list[QueueInfo]
+    workers: int
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, with Werk's stable machine ``code``."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    errors: list[dict[str, Any]] | None = None

@@ -1,0 +1,96 @@
+"""Workers fetch, settle and extend jobs, and beat."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path
+from starlette.responses import Response
+
+from werk.api import schemas
+from werk.api.deps import ServicesDep, SettingsDep
+from werk.api.views import JSON, job_view
+from werk.errors import InvalidRequest
+
+router = APIRouter(prefix="/v1", tags=["work"])
+
+JidPath = Path(min_length=1, max_length=200)
+_LEASE_LOST = {409: {"model": schemas.Problem, "description": "lease_lost"}}
+
+
+@router.post("/fetch", operation_id="work-fetch", response_model=schemas.Fetched)
+async def fetch(body: schemas.Fetch, services: ServicesDep, settings: SettingsDep) -> Response:
+    """Reserve up to `count` jobs from `queues` (in order); long-poll up to `wait` seconds."""
+    wait = min(body.wait, settings.max_fetch_wait)
+    rows = await services.jobs.fetch(body.queues, body.wid, body.count, wait)
+    return JSON({"jobs": [job_view(r) for r in rows]})
+
+
+@router.post(
+    "/jobs/{jid}/ack", operation_id="work-ack", status_code=204, responses=_LEASE_LOST
+)
+async def ack(body: schemas.Lease, services: ServicesDep, jid: str = JidPath) -> Response:
+    """The attempt succeeded: the job is completed (and deleted)."""
+    await services.jobs.ack(jid, body.lease)
+    return Response(status_code=204)
+
+
+@router.post("/ack", operation_id="work-ack-batch", response_model=schemas.AckBatchResult)
+async def ack_batch(
+    body: schemas.AckBatch, services: ServicesDep, settings: SettingsDep
+) -> Response:
+    """Ack many jobs at once; jobs whose lease is not current are listed, not acked."""
+    if len(body.acks) > settings.max_batch:
+        raise InvalidRequest(f"at most {settings.max_batch} acks per request")
+    acked, lost = await services.jobs.ack_many([(a.jid, a.lease) for a in body.acks])
+    return JSON({"acked": acked, "lease_lost": lost})
+
+
+@router.post(
+    "/jobs/{jid}/fail",
+    operation_id="work-fail",
+    response_model=schemas.FailResult,
+    responses=_LEASE_LOST,
+)
+async def fail(body: schemas.FailReport, services: ServicesDep, jid: str = JidPath) -> Response:
+    """The attempt failed: retry after the backoff (or `retry_in`), or dead/discarded."""
+    result = await services.jobs.fail(
+        jid,
+        body.lease,
+        errtype=body.errtype or "unknown",
+        message=body.message,
+        backtrace=body.backtrace,
+        retry_in=body.retry_in,
+        no_retry=body.retry is False,
+    )
+    return JSON({"jid": result.jid, "state": result.outcome.value, "next_at": result.next_at})
+
+
+@router.post(
+    "/jobs/{jid}/extend",
+    operation_id="work-extend",
+    response_model=schemas.Extended,
+    responses=_LEASE_LOST,
+)
+async def extend(body: schemas.Extend, services: ServicesDep, jid: str = JidPath) -> Response:
+    """Extend the lease (by `reserve_for`, else the job's own) and optionally checkpoint."""
+    expires = await services.jobs.extend(
+        jid,
+        body.lease,
+        reserve_for=body.reserve_for,
+        progress=body.progress,
+        set_progress="progress" in body.model_fields_set,
+    )
+    return JSON({"jid": jid, "lease_expires_at": expires})
+
+
+@router.post("/beat", operation_id="work-beat", response_model=schemas.BeatReply)
+async def beat(body: schemas.Beat, services: ServicesDep) -> Response:
+    """Heartbeat of a worker process; the answer says whether to keep running, quiet or stop."""
+    state = await services.workers.beat(
+        body.wid,
+        hostname=body.hostname,
+        pid=body.pid,
+        labels=body.labels,
+        rss_kb=body.rss_kb,
+        current_state=body.current_state.value if body.current_state else None,
+    )
+    return JSON({"state": state.value})

@@ -1,0 +1,105 @@
+"""create_app(settings) -> FastAPI. Nothing is built at import time; the lifespan owns the pool
+and the background services of this process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from werk import __version__
+from werk.api import jobs_routes, problems, system_routes, work_routes
+from werk.api.limits import BodyLimit
+from werk.config import Settings
+from werk.db import queries
+from werk.db.failures import is_connection_error
+from werk.db.listener import Listener
+from werk.db.migrate import migrate
+from werk.db.pool import connect, create_pool
+from werk.domain.clock import Clock, DatabaseClock
+from werk.services.container import Services
+from werk.services.info import InfoService
+from werk.services.jobs import JobService
+from werk.services.maintenance import Maintenance
+from werk.services.wakeup import WakeHub
+from werk.services.workers import WorkerService
+
+log = logging.getLogger(__name__)
+
+
+async def prepare_database(dsn: str) -> None:
+    """Apply migrations (under an advisory lock, so concurrent starts are safe)."""
+    conn = await connect(dsn)
+    try:
+        await migrate(conn)
+    finally:
+        await conn.close()
+
+
+def create_app(
+    settings: Settings, *, clock: Clock | None = None, background: bool = True
+) -> FastAPI:
+    """``background=False`` leaves out the maintenance loop, for tests that drive it by hand."""
+    if not settings.database_url:
+        raise ValueError("create_app needs settings.database_url (the CLI starts the embedded "
+                         "PostgreSQL and fills it in)")
+    dsn = settings.database_url
+    clock = clock or DatabaseClock()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await prepare_database(dsn)
+        pool = await create_pool(
+            dsn, min_size=settings.pool_min_size, max_size=settings.pool_max_size
+        )
+        hub = WakeHub(
+            send_notify=lambda payload: queries.notify_queues(pool, [payload]),
+            queues_with_jobs=lambda qs: queries.queues_with_available(pool, qs),
+            poll_interval=settings.poll_interval,
+        )
+        listener = Listener(dsn, hub.on_notification, retry_every=settings.poll_interval)
+        services = Services(
+            jobs=JobService(pool, clock, hub, keep_completed=settings.completed_retention > 0),
+            workers=WorkerService(pool, clock),
+            info=InfoService(pool, clock),
+            hub=hub,
+            maintenance=Maintenance(pool, clock, hub, settings),
+        )
+        app.state.services = services
+        hub.start()
+        listener.start()
+        if background:
+            services.maintenance.start()
+        try:
+            yield
+        finally:
+            await hub.close()
+            await services.maintenance.close()
+            await listener.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pool.close(), 10)
+
+    app = FastAPI(
+        title="Werk",
+        version=__version__,
+        summary="Language-agnostic background jobs over HTTP, stored in PostgreSQL.",
+        lifespan=lifespan,
+        openapi_url="/openapi.json",
+    )
+    app.state.settings = settings
+    problems.install(app, is_connection_error)
+    app.include_router(jobs_routes.router)
+    app.include_router(work_routes.router)
+    app.include_router(system_routes.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def begin_shutdown(app: FastAPI) -> None:
+    """Called when the process is told to stop: waiting long polls answer at once."""
+    services: Services | None = getattr(app.state, "services", None)
+    if services is not None:
+        services.hub.stop_waiting()

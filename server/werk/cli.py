@@ -1,0 +1,92 @@
+"""The ``werk`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from werk import __version__
+from werk.config import Settings
+from werk.errors import SchemaTooNew
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="werk", description="Werk background-job server")
+    parser.add_argument("--version", action="version", version=f"werk {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the server (embedded PostgreSQL unless a URL is set)")
+    serve.add_argument("--host", help="address to bind (WERK_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (WERK_PORT, default 7420)")
+    serve.add_argument("--database-url", help="PostgreSQL URL (WERK_DATABASE_URL)")
+    serve.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data (WERK_DATA_DIR)")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--workers", type=int, help="HTTP worker processes (WERK_WORKERS)")
+
+    openapi = sub.add_parser("openapi", help="print the OpenAPI document")
+    openapi.add_argument("--output", type=Path, help="write to this file instead of stdout")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {
+        key: value
+        for key, value in vars(args).items()
+        if key in Settings.model_fields and value is not None
+    }
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        sys.exit(f"werk: invalid configuration:\n{exc}")
+
+
+def _serve(settings: Settings) -> None:
+    from werk.app import prepare_database
+    from werk.server import serve
+
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if settings.database_url is None:
+        from werk.embedded import embedded_url, start_embedded
+
+        embedded = start_embedded(settings.data_dir)
+        settings = settings.model_copy(update={"database_url": embedded_url(embedded)})
+        # Child processes (--workers) find the same database through the environment.
+        os.environ["WERK_DATABASE_URL"] = settings.database_url or ""
+    assert settings.database_url is not None
+    try:
+        asyncio.run(prepare_database(settings.database_url))
+    except SchemaTooNew as exc:
+        sys.exit(f"werk: {exc.detail}")
+    except OSError as exc:
+        sys.exit(f"werk: cannot reach the database: {exc}")
+    serve(settings)
+
+
+def _openapi(output: Path | None) -> None:
+    from werk.openapi import render
+
+    text = render()
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        _serve(_settings(args))
+    elif args.command == "openapi":
+        _openapi(args.output)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Typed settings, read once at start-up (flags override ``WERK_*`` environment variables)."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WERK_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(7420, ge=0, le=65535)
+    database_url: str | None = Field(
+        None, description="PostgreSQL URL; when absent an embedded PostgreSQL is started."
+    )
+    data_dir: Path = Field(Path(".werk"), description="Where the embedded PostgreSQL keeps its data.")
+    log_level: LogLevel = "info"
+    workers: int = Field(1, ge=1, le=64, description="HTTP worker processes (uvicorn).")
+
+    pool_min_size: int = Field(2, ge=1)
+    pool_max_size: int = Field(10, ge=1)
+
+    max_body_bytes: int = Field(1024 * 1024, ge=1024)
+    max_batch: int = Field(1000, ge=1, le=10000)
+    max_fetch_wait: float = Field(30.0, ge=0, le=300)
+
+    worker_timeout: float = Field(60.0, gt=0, description="Seconds without a beat before a worker is gone.")
+    max_orphans: int = Field(3, ge=0, description="Orphanings before a job is dead (0 = unlimited).")
+    maintenance_interval: float = Field(1.0, gt=0, description="Seconds between maintenance passes.")
+    poll_interval: float = Field(
+        1.0, gt=0, description="Long polls re-check the database this often, in case a wake-up was lost."
+    )
+    dead_retention_days: float = Field(180.0, gt=0)
+    dead_max: int = Field(100_000, ge=0)
+    completed_retention: float = Field(0.0, ge=0, description="Seconds to keep acked jobs; 0 deletes at ack.")
+
+    @model_validator(mode="after")
+    def _pool_sizes(self) -> Settings:
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError("pool_min_size must not exceed pool_max_size")
+        return self
+
+    @property
+    def binds_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False

@@ -1,0 +1,57 @@
+"""One LISTEN connection per server process, reconnecting by itself after an outage."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from werk.db.pool import connect
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "werk_jobs"
+
+
+class Listener:
+    def __init__(self, dsn: str, on_payload: Callable[[str], None], *, retry_every: float) -> None:
+        self._dsn = dsn
+        self._on_payload = on_payload
+        self._retry_every = retry_every
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="werk-listen")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def _callback(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self._on_payload(payload)
+
+    async def _run(self) -> None:
+        while True:
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await connect(self._dsn)
+                lost = asyncio.Event()
+                conn.add_termination_listener(lambda _c: lost.set())
+                await conn.add_listener(CHANNEL, self._callback)
+                await lost.wait()
+                log.warning("LISTEN connection lost; reconnecting")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("LISTEN connect failed: %s", exc)
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(conn.close(), 1)
+            await asyncio.sleep(self._retry_every)

@@ -1,0 +1,41 @@
+"""The connection pool. JSON columns are decoded with orjson once, here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import orjson
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for typename in ("json", "jsonb"):
+        await conn.set_type_codec(
+            typename, schema="pg_catalog", encoder=_dumps, decoder=orjson.loads, format="text"
+        )
+
+
+async def create_pool(dsn: str, *, min_size: int, max_size: int) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        init=_init_connection,
+        command_timeout=60,
+        # Statements are prepared once per connection and reused; the hot paths are a handful.
+        statement_cache_size=256,
+        server_settings={"application_name": "werk"},
+    )
+    assert pool is not None
+    return pool
+
+
+async def connect(dsn: str) -> asyncpg.Connection:
+    """A single connection outside the pool (migrations, LISTEN)."""
+    conn = await asyncpg.connect(dsn, server_settings={"application_name": "werk"})
+    await _init_connection(conn)
+    return conn

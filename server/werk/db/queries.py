@@ -1,0 +1,175 @@
+"""One typed wrapper per SQL file. Callers pass a pool or a connection; nothing here decides."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from werk.db.sql import sql
+
+Executor = asyncpg.Pool | asyncpg.Connection
+
+# Counter rows are spread over this many shards so concurrent commits do not wait on one row lock.
+COUNTER_SHARDS = 16
+
+
+def _shard() -> int:
+    return random.randrange(COUNTER_SHARDS)
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    jid: str
+    jobtype: str
+    queue: str
+    args: str  # JSON text of an array
+    priority: int
+    reserve_for: int
+    retry: int
+    backtrace: int
+    custom: str  # JSON text of an object
+    at: datetime | None
+
+
+async def push_jobs(db: Executor, now: datetime | None, jobs: Sequence[NewJob]) -> list[Any]:
+    """Insert the jobs; returns rows with ``created`` telling new jobs from existing ones."""
+    return await db.fetch(
+        sql("job_push"),
+        now,
+        [j.jid for j in jobs],
+        [j.jobtype for j in jobs],
+        [j.queue for j in jobs],
+        [j.args for j in jobs],
+        [j.priority for j in jobs],
+        [j.reserve_for for j in jobs],
+        [j.retry for j in jobs],
+        [j.backtrace for j in jobs],
+        [j.custom for j in jobs],
+        [j.at for j in jobs],
+        _shard(),
+    )
+
+
+async def fetch_jobs(
+    db: Executor, now: datetime | None, queues: Sequence[str], wid: str, count: int
+) -> list[Any]:
+    return await db.fetch(sql("job_fetch"), now, list(queues), wid, count)
+
+
+async def ack_jobs(
+    db: Executor,
+    now: datetime | None,
+    jids: Sequence[str],
+    leases: Sequence[str],
+    *,
+    keep_completed: bool,
+) -> list[str]:
+    rows = await db.fetch(sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard())
+    return [r["jid"] for r in rows]
+
+
+async def fail_job(
+    db: Executor,
+    now: datetime | None,
+    jid: str,
+    lease: str,
+    *,
+    errtype: str,
+    message: str,
+    backtrace: Sequence[str],
+    retry_in: float | None,
+    no_retry: bool,
+) -> Any | None:
+    return await db.fetchrow(
+        sql("job_fail"),
+        now,
+        jid,
+        lease,
+        errtype,
+        message,
+        list(backtrace),
+        retry_in,
+        no_retry,
+        _shard(),
+    )
+
+
+async def extend_job(
+    db: Executor,
+    now: datetime | None,
+    jid: str,
+    lease: str,
+    *,
+    reserve_for: int | None,
+    progress_json: str | None,
+    set_progress: bool,
+) -> datetime | None:
+    value: datetime | None = await db.fetchval(
+        sql("job_extend"), now, jid, lease, reserve_for, progress_json, set_progress
+    )
+    return value
+
+
+async def get_job(db: Executor, jid: str) -> Any | None:
+    return await db.fetchrow(sql("job_get"), jid)
+
+
+async def job_exists(db: Executor, jid: str) -> bool:
+    return bool(await db.fetchval(sql("job_exists"), jid))
+
+
+async def promote_due(db: Executor, now: datetime | None, limit: int) -> list[str]:
+    rows = await db.fetch(sql("job_promote"), now, limit)
+    return [r["queue"] for r in rows]
+
+
+async def release_orphans(
+    db: Executor,
+    now: datetime | None,
+    *,
+    max_orphans: int,
+    worker_timeout: float,
+    limit: int,
+) -> list[Any]:
+    return await db.fetch(
+        sql("job_orphans_release"), now, max_orphans, worker_timeout, limit, _shard()
+    )
+
+
+async def beat_worker(
+    db: Executor,
+    now: datetime | None,
+    *,
+    wid: str,
+    hostname: str,
+    pid: int | None,
+    labels: Sequence[str],
+    rss_kb: int | None,
+    reported_state: str | None,
+) -> str:
+    state: str = await db.fetchval(
+        sql("worker_beat"), now, wid, hostname, pid, list(labels), rss_kb, reported_state
+    )
+    return state
+
+
+async def info(db: Executor, now: datetime | None) -> Any:
+    return await db.fetchrow(sql("info"), now)
+
+
+async def queues_with_available(db: Executor, queues: Sequence[str]) -> list[str]:
+    rows = await db.fetch(sql("queues_with_available"), list(queues))
+    return [r["name"] for r in rows]
+
+
+async def notify_queues(db: Executor, queues: Sequence[str]) -> None:
+    await db.execute(sql("notify"), ",".join(queues))
+
+
+async def ping(db: Executor) -> None:
+    await db.execute(sql("ping"))

@@ -1,0 +1,40 @@
+-- Everything /v1/info shows, in one round trip. Sizes and latency read the claim index.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+),
+states AS (
+    SELECT coalesce(jsonb_object_agg(state, n), '{}') AS v
+    FROM (SELECT state, count(*) AS n FROM werk_jobs GROUP BY state) s
+),
+available AS (
+    SELECT queue, count(*) AS size, min(enqueued_at) AS oldest
+    FROM werk_jobs WHERE state = 'available' GROUP BY queue
+),
+names AS (
+    SELECT queue AS name FROM available
+    UNION SELECT name FROM werk_queues
+),
+queues AS (
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'name', n.name,
+               'size', coalesce(a.size, 0),
+               'latency_seconds', coalesce(extract(epoch FROM c.now - a.oldest), 0)::float8,
+               'paused', coalesce(q.paused, false)
+           ) ORDER BY n.name), '[]') AS v
+    FROM names n
+    CROSS JOIN clock c
+    LEFT JOIN available a ON a.queue = n.name
+    LEFT JOIN werk_queues q ON q.name = n.name
+),
+totals AS (
+    SELECT coalesce(sum(processed), 0)::bigint AS processed,
+           coalesce(sum(failed), 0)::bigint AS failed,
+           coalesce(sum(pushed), 0)::bigint AS pushed
+    FROM werk_counters
+)
+SELECT (SELECT v FROM states) AS states,
+       (SELECT v FROM queues) AS queues,
+       t.processed, t.failed, t.pushed,
+       (SELECT count(*) FROM werk_workers WHERE gone_at IS NULL) AS workers,
+       (SELECT now FROM clock) AS now
+FROM totals t

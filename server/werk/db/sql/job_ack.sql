@@ -1,0 +1,32 @@
+-- Complete the jobs whose (jid, lease) pairs are current; anything else is left untouched.
+-- Completed jobs are deleted unless $4 asks to keep them for inspection. Returns the acked jids.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+),
+acks AS (
+    SELECT * FROM unnest($2::text[], $3::uuid[]) AS a(jid, lease)
+),
+deleted AS (
+    DELETE FROM werk_jobs j
+    USING acks a
+    WHERE NOT $4::boolean AND j.jid = a.jid AND j.lease = a.lease AND j.state = 'active'
+    RETURNING j.jid, j.queue
+),
+kept AS (
+    UPDATE werk_jobs j
+    SET state = 'completed', lease = NULL, lease_expires_at = NULL, finished_at = clock.now
+    FROM acks a, clock
+    WHERE $4::boolean AND j.jid = a.jid AND j.lease = a.lease AND j.state = 'active'
+    RETURNING j.jid, j.queue
+),
+done AS (
+    SELECT * FROM deleted UNION ALL SELECT * FROM kept
+),
+counted AS (
+    INSERT INTO werk_counters AS k (day, queue, shard, processed)
+    SELECT (c.now AT TIME ZONE 'UTC')::date, d.queue, $5::smallint, count(*)
+    FROM done d CROSS JOIN clock c
+    GROUP BY 1, 2
+    ON CONFLICT (day, queue, shard) DO UPDATE SET processed = k.processed + excluded.processed
+)
+SELECT jid FROM done

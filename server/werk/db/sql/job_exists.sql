@@ -1,0 +1,1 @@
+SELECT EXISTS (SELECT 1 FROM werk_jobs WHERE jid = $1)

@@ -1,0 +1,34 @@
+-- Claim up to $4 available jobs for worker $3 from the queues in $2, tried strictly in the given
+-- order (the outer LIMIT stops the lateral scan at the first queues that fill the request), highest
+-- priority then oldest first, skipping paused queues and rows other fetchers hold. Each claimed
+-- job gets a fresh lease token.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+),
+wanted AS (
+    SELECT q.name, q.ord
+    FROM unnest($2::text[]) WITH ORDINALITY AS q(name, ord)
+    WHERE NOT EXISTS (SELECT 1 FROM werk_queues p WHERE p.name = q.name AND p.paused)
+),
+claimed AS (
+    SELECT c.jid
+    FROM wanted w
+    CROSS JOIN LATERAL (
+        SELECT j.jid
+        FROM werk_jobs j
+        WHERE j.state = 'available' AND j.queue = w.name
+        ORDER BY j.priority DESC, j.seq
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED
+    ) c
+    LIMIT $4
+)
+UPDATE werk_jobs j
+SET state = 'active',
+    attempt = j.attempt + 1,
+    lease = gen_random_uuid(),
+    lease_expires_at = clock.now + make_interval(secs => j.reserve_for),
+    wid = $3
+FROM claimed, clock
+WHERE j.jid = claimed.jid
+RETURNING j.*

@@ -1,0 +1,1 @@
+SELECT * FROM werk_jobs WHERE jid = $1

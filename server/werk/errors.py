@@ -1,0 +1,54 @@
+"""The one error tree. Each error has a stable machine ``code``; the API renders it as problem+json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WerkError(Exception):
+    code = "internal_error"
+    status = 500
+    title = "Internal server error"
+
+    def __init__(self, detail: str | None = None, *, errors: list[dict[str, Any]] | None = None):
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+        self.errors = errors
+
+
+class InvalidRequest(WerkError):
+    code = "invalid_request"
+    status = 422
+    title = "The request is invalid"
+
+
+class JobNotFound(WerkError):
+    code = "job_not_found"
+    status = 404
+    title = "No such job"
+
+
+class LeaseLost(WerkError):
+    code = "lease_lost"
+    status = 409
+    title = "The lease is not the job's current lease"
+
+
+class PayloadTooLarge(WerkError):
+    code = "payload_too_large"
+    status = 413
+    title = "The request body is too large"
+
+
+class DatabaseUnavailable(WerkError):
+    code = "database_unavailable"
+    status = 503
+    title = "The database is unavailable"
+
+
+class SchemaTooNew(WerkError):
+    """The database was migrated by a newer Werk; running older code against it could corrupt it."""
+
+    code = "schema_too_new"
+    status = 500
+    title = "The database schema is newer than this server"

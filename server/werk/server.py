@@ -1,0 +1,86 @@
+"""Runs the app under uvicorn: one process, or N worker processes sharing one socket."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import time
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from uvicorn._subprocess import get_subprocess
+
+from werk.app import begin_shutdown, create_app
+from werk.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class WerkServer(uvicorn.Server):
+    """Builds the app inside the serving process (so N processes each own their pool) and ends
+    waiting long polls as soon as a stop is requested, so a graceful stop does not wait out
+    every 30-second poll."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        super().__init__(
+            uvicorn.Config(
+                "werk:placeholder",
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level,
+                timeout_graceful_shutdown=30,
+                access_log=settings.log_level == "debug",
+                server_header=False,
+            )
+        )
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self.app = create_app(self.settings)
+        self.config.app = self.app
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        begin_shutdown(self.app)
+
+
+def serve(settings: Settings) -> None:
+    if settings.workers == 1:
+        WerkServer(settings).run()
+        return
+    _serve_processes(settings)
+
+
+def _serve_processes(settings: Settings) -> None:
+    server = WerkServer(settings)
+    sock = server.config.bind_socket()
+    processes: list[Any] = []
+    stopping = False
+
+    def stop(sig: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for p in processes:
+            if p.is_alive():
+                p.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for _ in range(settings.workers):
+        p = get_subprocess(server.config, target=server.run, sockets=[sock])
+        p.start()
+        processes.append(p)
+    # Replace a worker process that died unexpectedly; leave when told to stop.
+    while not stopping:
+        time.sleep(0.5)
+        for i, p in enumerate(processes):
+            if not p.is_alive() and not stopping:
+                log.warning("server process %s exited (%s); starting another", p.pid, p.exitcode)
+                processes[i] = get_subprocess(server.config, target=server.run, sockets=[sock])
+                processes[i].start()
+    for p in processes:
+        p.join(40)
+    sock.close()

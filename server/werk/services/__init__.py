@@ -1,0 +1,1 @@
+"""Services decide: they own transactions and raise domain errors; routes only translate."""

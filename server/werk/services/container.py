@@ -1,0 +1,20 @@
+"""The services one server process runs, built and torn down by the app's lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from werk.services.info import InfoService
+from werk.services.jobs import JobService
+from werk.services.maintenance import Maintenance
+from werk.services.wakeup import WakeHub
+from werk.services.workers import WorkerService
+
+
+@dataclass(slots=True)
+class Services:
+    jobs: JobService
+    workers: WorkerService
+    info: InfoService
+    hub: WakeHub
+    maintenance: Maintenance

@@ -1,0 +1,244 @@
+"""The job life cycle: push, fetch (with long polling), ack, fail, extend, read."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import orjson
+
+from werk.db import queries
+from werk.db.queries import NewJob
+from werk.domain.clock import Clock
+from werk.domain.job import FailOutcome
+from werk.errors import InvalidRequest, JobNotFound, LeaseLost
+from werk.services.wakeup import WakeHub, counts_by_queue
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A validated job as a producer asked for it."""
+
+    jobtype: str
+    args: list[Any] = field(default_factory=list)
+    queue: str = "default"
+    jid: str | None = None
+    priority: int = 0
+    reserve_for: int = 1800
+    retry: int = 25
+    backtrace: int = 0
+    custom: dict[str, Any] = field(default_factory=dict)
+    at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    job: Row
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FailResult:
+    jid: str
+    outcome: FailOutcome
+    next_at: datetime | None
+
+
+def new_jid() -> str:
+    return secrets.token_hex(12)
+
+
+def _lease_uuid(lease: str) -> str | None:
+    """Leases are UUIDs; anything else cannot be a current lease."""
+    try:
+        return str(uuid.UUID(lease))
+    except ValueError:
+        return None
+
+
+class JobService:
+    def __init__(
+        self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, *, keep_completed: bool
+    ) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._hub = hub
+        self._keep_completed = keep_completed
+
+    # -- producers -------------------------------------------------------------------------
+
+    async def push(self, specs: Sequence[JobSpec]) -> list[PushResult]:
+        """Store the jobs in one transaction (all or nothing). An existing jid is not pushed again;
+        its stored job is returned instead."""
+        jobs = [_to_new_job(s) for s in specs]
+        seen: set[str] = set()
+        for i, job in enumerate(jobs):
+            if job.jid in seen:
+                raise InvalidRequest(
+                    f"jid {job.jid!r} appears twice in the batch",
+                    errors=[{"loc": f"jobs.{i}.jid", "message": "duplicate jid in batch"}],
+                )
+            seen.add(job.jid)
+        rows = await queries.push_jobs(self._pool, self._clock.now(), jobs)
+        by_jid = {r["jid"]: r for r in rows}
+        missing = [j.jid for j in jobs if j.jid not in by_jid]
+        for jid in missing:  # a concurrent push of the same jid committed after our snapshot
+            row = await queries.get_job(self._pool, jid)
+            if row is not None:
+                by_jid[jid] = row
+        results = [PushResult(job=by_jid[j.jid], created=bool(by_jid[j.jid]["created"]))
+                   for j in jobs if j.jid in by_jid]
+        self._hub.jobs_arrived(
+            counts_by_queue(r.job["queue"] for r in results
+                            if r.created and r.job["state"] == "available")
+        )
+        return results
+
+    # -- workers ---------------------------------------------------------------------------
+
+    async def fetch(
+        self, queues: Sequence[str], wid: str, count: int, wait: float
+    ) -> list[Row]:
+        """Claim up to ``count`` jobs; with ``wait`` > 0, long-poll until one arrives."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            # Register before claiming, so a push landing between the claim and the wait still
+            # wakes us.
+            waiter = self._hub.register(queues) if wait > 0 else None
+            try:
+                rows = await queries.fetch_jobs(
+                    self._pool, self._clock.now(), queues, wid, count
+                )
+                if rows:
+                    if len(rows) == count:  # there may be more: let another waiter look
+                        for q in {r["queue"] for r in rows}:
+                            self._hub.wake(q, 1)
+                    order = {q: i for i, q in enumerate(queues)}
+                    rows.sort(key=lambda r: (order[r["queue"]], -r["priority"], r["seq"]))
+                    return rows
+                remaining = deadline - loop.time()
+                if waiter is None or remaining <= 0 or self._hub.closed:
+                    return []
+                await self._hub.wait(waiter, remaining)
+                if self._hub.closed:
+                    return []
+            finally:
+                if waiter is not None:
+                    self._hub.unregister(waiter)
+
+    async def ack(self, jid: str, lease: str) -> None:
+        lease_id = _lease_uuid(lease)
+        if lease_id is not None:
+            acked = await queries.ack_jobs(
+                self._pool, self._clock.now(), [jid], [lease_id],
+                keep_completed=self._keep_completed,
+            )
+            if acked:
+                return
+        await self._raise_not_current(jid)
+
+    async def ack_many(self, acks: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+        """Returns (acked jids, jids whose lease was not current)."""
+        valid = [(jid, lid) for jid, lease in acks if (lid := _lease_uuid(lease)) is not None]
+        acked = await queries.ack_jobs(
+            self._pool,
+            self._clock.now(),
+            [jid for jid, _ in valid],
+            [lid for _, lid in valid],
+            keep_completed=self._keep_completed,
+        )
+        done = set(acked)
+        return acked, [jid for jid, _ in acks if jid not in done]
+
+    async def fail(
+        self,
+        jid: str,
+        lease: str,
+        *,
+        errtype: str,
+        message: str,
+        backtrace: Sequence[str],
+        retry_in: float | None,
+        no_retry: bool,
+    ) -> FailResult:
+        lease_id = _lease_uuid(lease)
+        row = None
+        if lease_id is not None:
+            row = await queries.fail_job(
+                self._pool, self._clock.now(), jid, lease_id,
+                errtype=errtype, message=message, backtrace=backtrace,
+                retry_in=retry_in, no_retry=no_retry,
+            )
+        if row is None:
+            await self._raise_not_current(jid)
+            raise AssertionError("unreachable")
+        outcome = {
+            "discard": FailOutcome.DISCARDED,
+            "dead": FailOutcome.DEAD,
+            "retry": FailOutcome.SCHEDULED,
+        }[row["outcome"]]
+        next_at = row["run_at"] if outcome is FailOutcome.SCHEDULED else None
+        return FailResult(jid=jid, outcome=outcome, next_at=next_at)
+
+    async def extend(
+        self,
+        jid: str,
+        lease: str,
+        *,
+        reserve_for: int | None,
+        progress: Any,
+        set_progress: bool,
+    ) -> datetime:
+        lease_id = _lease_uuid(lease)
+        expires = None
+        if lease_id is not None:
+            expires = await queries.extend_job(
+                self._pool, self._clock.now(), jid, lease_id,
+                reserve_for=reserve_for,
+                progress_json=orjson.dumps(progress).decode() if set_progress else None,
+                set_progress=set_progress,
+            )
+        if expires is None:
+            await self._raise_not_current(jid)
+            raise AssertionError("unreachable")
+        return expires
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def get(self, jid: str) -> Row:
+        row = await queries.get_job(self._pool, jid)
+        if row is None:
+            raise JobNotFound(f"no job with jid {jid!r} (completed jobs are deleted at ack)")
+        return dict(row)
+
+    async def _raise_not_current(self, jid: str) -> None:
+        if await queries.job_exists(self._pool, jid):
+            raise LeaseLost(
+                f"the lease presented for job {jid!r} is not its current lease (it expired, was "
+                "released, or the job was settled already); nothing was changed"
+            )
+        raise JobNotFound(f"no job with jid {jid!r}")
+
+
+def _to_new_job(spec: JobSpec) -> NewJob:
+    return NewJob(
+        jid=spec.jid or new_jid(),
+        jobtype=spec.jobtype,
+        queue=spec.queue,
+        args=orjson.dumps(spec.args).decode(),
+        priority=spec.priority,
+        reserve_for=spec.reserve_for,
+        retry=spec.retry,
+        backtrace=spec.backtrace,
+        custom=orjson.dumps(spec.custom).decode(),
+        at=spec.at,
+    )

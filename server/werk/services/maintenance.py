@@ -1,0 +1,85 @@
+"""Background upkeep every node runs: promote due jobs, release orphaned leases.
+
+Each pass is a bounded, set-based statement with SKIP LOCKED, so any number of nodes can run it at
+once without handling a job twice; no leader election is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import asyncpg
+
+from werk.config import Settings
+from werk.db import queries
+from werk.domain.clock import Clock
+from werk.services.wakeup import WakeHub, counts_by_queue
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000
+
+
+class Maintenance:
+    def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, settings: Settings) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._hub = hub
+        self._settings = settings
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="werk-maintenance")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def run_once(self) -> dict[str, int]:
+        """One full pass; returns how many jobs each step touched."""
+        released = await self.release_orphans()
+        promoted = await self.promote_due()
+        return {"released": released, "promoted": promoted}
+
+    async def promote_due(self) -> int:
+        total = 0
+        while True:
+            queues = await queries.promote_due(self._pool, self._clock.now(), BATCH)
+            self._hub.jobs_arrived(counts_by_queue(queues))
+            total += len(queues)
+            if len(queues) < BATCH:
+                return total
+
+    async def release_orphans(self) -> int:
+        total = 0
+        while True:
+            rows = await queries.release_orphans(
+                self._pool,
+                self._clock.now(),
+                max_orphans=self._settings.max_orphans,
+                worker_timeout=self._settings.worker_timeout,
+                limit=BATCH,
+            )
+            for row in rows:
+                if row["poisoned"]:
+                    log.warning(
+                        "job %s (queue %s) is dead: orphaned %d times (poison pill)",
+                        row["jid"], row["queue"], self._settings.max_orphans,
+                    )
+            total += len(rows)
+            if len(rows) < BATCH:
+                return total
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("maintenance pass failed: %s", exc)
+            await asyncio.sleep(self._settings.maintenance_interval)

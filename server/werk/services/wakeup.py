@@ -1,0 +1,166 @@
+"""Wakes long-polling fetches when jobs arrive, without a database connection per waiting request.
+
+Three paths, from fastest to safest:
+1. a push handled by this process wakes local waiters in memory;
+2. other processes hear about it through ONE listening connection per process (NOTIFY, coalesced
+   while a previous NOTIFY is in flight);
+3. a periodic re-check (one query per interval for all waiters) so a lost notification costs
+   latency, never a job.
+Waiters are woken one per pushed job (not all at once) and pass the wake-up on when they take a
+full batch, so a thousand idle fetchers do not stampede on each push.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections import OrderedDict, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+log = logging.getLogger(__name__)
+
+
+class Waiter:
+    __slots__ = ("event", "queues")
+
+    def __init__(self, queues: Sequence[str]) -> None:
+        self.queues = tuple(queues)
+        self.event = asyncio.Event()
+
+
+class WakeHub:
+    def __init__(
+        self,
+        *,
+        send_notify: Callable[[str], Awaitable[None]],
+        queues_with_jobs: Callable[[Sequence[str]], Awaitable[list[str]]],
+        poll_interval: float,
+    ) -> None:
+        self._send_notify = send_notify
+        self._queues_with_jobs = queues_with_jobs
+        self._poll_interval = poll_interval
+        self._node = secrets.token_hex(6)
+        # queue -> waiters in arrival order (dict used as an ordered set)
+        self._waiters: defaultdict[str, OrderedDict[Waiter, None]] = defaultdict(OrderedDict)
+        self._outgoing: dict[str, int] = {}
+        self._outgoing_ready = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def register(self, queues: Sequence[str]) -> Waiter:
+        waiter = Waiter(queues)
+        for q in waiter.queues:
+            self._waiters[q][waiter] = None
+        return waiter
+
+    def unregister(self, waiter: Waiter) -> None:
+        for q in waiter.queues:
+            waiting = self._waiters.get(q)
+            if waiting is not None:
+                waiting.pop(waiter, None)
+                if not waiting:
+                    del self._waiters[q]
+
+    async def wait(self, waiter: Waiter, timeout: float) -> None:
+        """Returns when woken, when ``timeout`` passes, or when the hub closes."""
+        if self._closed.is_set():
+            return
+        closed = asyncio.ensure_future(self._closed.wait())
+        woken = asyncio.ensure_future(waiter.event.wait())
+        try:
+            await asyncio.wait({closed, woken}, timeout=timeout, return_when="FIRST_COMPLETED")
+        finally:
+            closed.cancel()
+            woken.cancel()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    @property
+    def waiting(self) -> int:
+        return len({w for ws in self._waiters.values() for w in ws})
+
+    # -- waking ----------------------------------------------------------------------------
+
+    def wake(self, queue: str, count: int) -> None:
+        """Wake up to ``count`` waiters of ``queue`` (oldest first)."""
+        waiting = self._waiters.get(queue)
+        if not waiting:
+            return
+        for waiter in list(waiting)[:count]:
+            waiter.event.set()
+            self.unregister(waiter)
+
+    def jobs_arrived(self, counts: dict[str, int]) -> None:
+        """Jobs became available here: wake local waiters now, tell the other nodes soon."""
+        for queue, n in counts.items():
+            self.wake(queue, n)
+            self._outgoing[queue] = self._outgoing.get(queue, 0) + n
+        if counts:
+            self._outgoing_ready.set()
+
+    def on_notification(self, payload: str) -> None:
+        node, _, body = payload.partition("|")
+        if node == self._node or not body:
+            return
+        for item in body.split(","):
+            queue, _, n = item.rpartition(":")
+            with contextlib.suppress(ValueError):
+                self.wake(queue, int(n))
+
+    # -- background ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._send_loop(), name="werk-notify-send"),
+            asyncio.create_task(self._recheck_loop(), name="werk-wake-recheck"),
+        ]
+
+    def stop_waiting(self) -> None:
+        """Shutdown has begun: every waiting fetch answers now, with no jobs."""
+        self._closed.set()
+
+    async def close(self) -> None:
+        self.stop_waiting()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _send_loop(self) -> None:
+        while True:
+            await self._outgoing_ready.wait()
+            self._outgoing_ready.clear()
+            outgoing, self._outgoing = self._outgoing, {}
+            body = ",".join(f"{q}:{n}" for q, n in outgoing.items())
+            try:
+                await self._send_notify(f"{self._node}|{body}")
+            except Exception as exc:  # the re-check loop covers what is lost here
+                log.debug("notify failed: %s", exc)
+                await asyncio.sleep(self._poll_interval)
+
+    async def _recheck_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            if not self._waiters:
+                continue
+            try:
+                ready = await self._queues_with_jobs(list(self._waiters))
+            except Exception as exc:
+                log.debug("long-poll re-check failed: %s", exc)
+                continue
+            for queue in ready:
+                self.wake(queue, len(self._waiters.get(queue, ())))
+
+
+def counts_by_queue(queues: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for q in queues:
+        counts[q] = counts.get(q, 0) + 1
+    return counts
