@@ -1,0 +1,73 @@
+"""A real PostgreSQL for the suite: WERK_TEST_DATABASE_URL when set, else an embedded one started
+for this run. Each test gets a fresh database cloned from a migrated template."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from werk.app import prepare_database
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+class TestDatabases:
+    def __init__(self, root_url: str) -> None:
+        self.root_url = root_url
+        self.template = f"werk_tmpl_{secrets.token_hex(4)}"
+
+    async def _admin(self, sql: str) -> None:
+        conn = await asyncpg.connect(self.root_url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    async def create_template(self) -> None:
+        await self._admin(f'CREATE DATABASE "{self.template}"')
+        await prepare_database(with_database(self.root_url, self.template))
+        # A template must have no connections when it is cloned.
+        await self._admin(
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{self.template}' AND pid <> pg_backend_pid()"
+        )
+
+    async def create(self) -> str:
+        name = f"werk_t_{secrets.token_hex(6)}"
+        await self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        return name
+
+    async def drop(self, name: str) -> None:
+        await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def url(self, name: str) -> str:
+        return with_database(self.root_url, name)
+
+
+class EmbeddedPostgres:
+    """The same embedded server `werk serve` uses, in a throwaway directory."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="werk-test-pg-"))
+        self.dir.chmod(0o755)
+        self.server: Any = None
+
+    def start(self) -> str:
+        from werk.embedded import embedded_url, start_embedded
+
+        self.server = start_embedded(self.dir)
+        return embedded_url(self.server)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.cleanup()
+        shutil.rmtree(self.dir, ignore_errors=True)
