@@ -24,6 +24,7 @@ from werk.services.container import Services
 from werk.services.info import InfoService
 from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
+from werk.services.queues import QueueService
 from werk.services.wakeup import WakeHub
 from werk.services.workers import WorkerService
 
@@ -67,6 +68,7 @@ def create_app(
             info=InfoService(pool, clock),
             hub=hub,
             maintenance=Maintenance(pool, clock, hub, settings),
+            queues=QueueService(pool, clock, hub),
         )
         app.state.services = services
         hub.start()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from werk.services.info import InfoService
 from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
+from werk.services.queues import QueueService
 from werk.services.wakeup import WakeHub
 from werk.services.workers import WorkerService
 
@@ -18,3 +19,4 @@ class Services:
     info: InfoService
     hub: WakeHub
     maintenance: Maintenance
+    queues: QueueService

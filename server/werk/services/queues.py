@@ -1,0 +1,73 @@
+"""Queues as operators see them: sizes, latency, pause/resume, clear."""
+
+from __future__ import annotations
+
+import re
+
+import asyncpg
+
+from werk.db import admin_queries
+from werk.db.admin_queries import QueueRow
+from werk.domain.clock import Clock
+from werk.domain.job import QUEUE_PATTERN
+from werk.errors import InvalidRequest
+from werk.services.wakeup import WakeHub
+
+_QUEUE_NAME = re.compile(QUEUE_PATTERN)
+
+# Clearing deletes in batches of this many rows, each its own short statement.
+CLEAR_BATCH = 10_000
+
+
+def check_queue_name(name: str) -> str:
+    if not _QUEUE_NAME.fullmatch(name):
+        raise InvalidRequest(
+            f"invalid queue name {name!r}: use 1-100 characters from A-Z a-z 0-9 . _ -",
+            errors=[{"loc": "queue", "message": "does not match " + QUEUE_PATTERN}],
+        )
+    return name
+
+
+class QueueService:
+    def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._hub = hub
+
+    async def list(self) -> list[QueueRow]:
+        """Every queue that has jobs or was paused/resumed, by name."""
+        return await admin_queries.list_queues(self._pool, self._clock.now())
+
+    async def get(self, name: str) -> QueueRow:
+        """One queue; a name never seen reads as an empty, unpaused queue."""
+        check_queue_name(name)
+        rows = await admin_queries.list_queues(self._pool, self._clock.now(), name)
+        if rows:
+            return rows[0]
+        return QueueRow(name=name, size=0, latency_seconds=0.0, paused=False, counts={})
+
+    async def latency(self, name: str) -> float:
+        """Seconds the oldest available job of the queue has waited (0 when empty)."""
+        return (await self.get(name)).latency_seconds
+
+    async def pause(self, name: str) -> QueueRow:
+        """The queue hands out nothing until resumed; pushes are still accepted."""
+        await admin_queries.set_queue_paused(self._pool, check_queue_name(name), True)
+        return await self.get(name)
+
+    async def resume(self, name: str) -> QueueRow:
+        await admin_queries.set_queue_paused(self._pool, check_queue_name(name), False)
+        row = await self.get(name)
+        if row.size:  # long-polling fetches on this queue (here and on other nodes) may run now
+            self._hub.jobs_arrived({name: row.size})
+        return row
+
+    async def clear(self, name: str) -> int:
+        """Delete the queue's available jobs; returns how many were deleted."""
+        check_queue_name(name)
+        total = 0
+        while True:
+            n = await admin_queries.clear_queue(self._pool, name, CLEAR_BATCH)
+            total += n
+            if n < CLEAR_BATCH:
+                return total
