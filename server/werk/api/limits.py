@@ -32,15 +32,30 @@ class BodyLimit:
                 if declared > self.max_bytes:
                     await werk_problem(self._too_large())(scope, receive, send)
                     return
+        # Read the body here (it is bounded) so an oversized one is refused before any parsing;
+        # then hand it to the app as one message.
+        chunks: list[bytes] = []
         seen = 0
-
-        async def limited_receive() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise self._too_large()
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
+                await werk_problem(self._too_large())(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
 
-        await self.app(scope, limited_receive, send)
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

@@ -81,8 +81,9 @@ class JobPush(_Strict):
     reserve_for: int = Field(rules.RESERVE_FOR_DEFAULT, ge=rules.RESERVE_FOR_MIN,
                              le=rules.RESERVE_FOR_MAX,
                              description="Seconds a fetched job stays leased before it expires.")
-    at: AwareDatetime | None = Field(None, description="Run no earlier than this (RFC 3339 with "
-                                     "a time zone).")
+    # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
+    at: AwareDatetime | None = Field(None, strict=False, description="Run no earlier than this "
+                                     "(RFC 3339 with a time zone).")
     retry: int = Field(rules.RETRY_DEFAULT, ge=-1, le=rules.RETRY_MAX,
                        description="Retries before dead; 0 discards on failure, -1 is dead on "
                        "the first failure.")
@@ -199,7 +200,9 @@ class Beat(_Strict):
     pid: int | None = Field(None, ge=0, le=2**31 - 1)
     labels: list[Annotated[Text, Field(max_length=100)]] = Field(default_factory=list,
                                                                  max_length=100)
-    current_state: rules.WorkerState | None = None
+    current_state: Literal["running", "quiet", "terminate"] | None = Field(
+        None, description="What the worker says it is doing."
+    )
     rss_kb: int | None = Field(None, ge=0, le=2**62)
 
 

@@ -91,6 +91,6 @@ async def beat(body: schemas.Beat, services: ServicesDep) -> Response:
         pid=body.pid,
         labels=body.labels,
         rss_kb=body.rss_kb,
-        current_state=body.current_state.value if body.current_state else None,
+        current_state=body.current_state,
     )
     return JSON({"state": state.value})

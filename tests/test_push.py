@@ -1,0 +1,189 @@
+"""Pushing jobs: defaults, idempotency, scheduling, batches, and validation that stores nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.support.helpers import count_jobs
+
+
+async def test_push_returns_the_stored_job_with_defaults(api):
+    r = await api.http.post("/v1/jobs", json={"jobtype": "email", "args": [1, "a", {"b": None}]})
+    assert r.status_code == 201
+    job = r.json()
+    assert len(job["jid"]) >= 8
+    assert job["jobtype"] == "email"
+    assert job["args"] == [1, "a", {"b": None}]
+    assert job["queue"] == "default"
+    assert (job["priority"], job["reserve_for"], job["retry"]) == (0, 1800, 25)
+    assert job["state"] == "available"
+    assert job["attempt"] == 0 and job["failure"] is None and job["lease"] is None
+    assert job["created_at"] == job["enqueued_at"]
+    r = await api.http.get(f"/v1/jobs/{job['jid']}")
+    assert r.json() == job
+
+
+async def test_same_jid_twice_stores_one_job_and_returns_the_stored_one(api, database_url):
+    body = {"jid": "order-1234", "jobtype": "charge", "args": [10]}
+    first = await api.http.post("/v1/jobs", json=body)
+    second = await api.http.post("/v1/jobs", json={**body, "args": [99]})
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert second.json() == first.json()
+    assert await count_jobs(database_url) == 1
+
+
+async def test_future_at_is_scheduled_and_becomes_available_when_due(api):
+    at = api.clock.now() + timedelta(minutes=5)
+    r = await api.http.post("/v1/jobs", json={"jobtype": "later", "at": at.isoformat()})
+    job = r.json()
+    assert job["state"] == "scheduled" and job["enqueued_at"] is None
+    fetch = {"queues": ["default"], "wid": "w1", "count": 10}
+    assert (await api.http.post("/v1/fetch", json=fetch)).json()["jobs"] == []
+    api.clock.advance(299)
+    await api.maintain()
+    assert (await api.http.post("/v1/fetch", json=fetch)).json()["jobs"] == []
+    api.clock.advance(2)
+    assert (await api.maintain())["promoted"] == 1
+    jobs = (await api.http.post("/v1/fetch", json=fetch)).json()["jobs"]
+    assert [j["jid"] for j in jobs] == [job["jid"]]
+
+
+async def test_past_at_is_available_at_once(api):
+    at = datetime(2001, 1, 1, tzinfo=UTC).isoformat()
+    r = await api.http.post("/v1/jobs", json={"jobtype": "x", "at": at})
+    assert r.json()["state"] == "available"
+
+
+async def test_batch_push_is_one_transaction(api, database_url):
+    jobs = [{"jobtype": "b", "args": [i], "jid": f"batch-job-{i}"} for i in range(3)]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert r.status_code == 201
+    body = r.json()
+    assert body["created"] == 3
+    assert [j["jid"] for j in body["jobs"]] == ["batch-job-0", "batch-job-1", "batch-job-2"]
+    # Re-pushing part of it creates only the new one.
+    again = [jobs[0], {"jobtype": "b", "jid": "batch-job-9"}]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": again})
+    assert r.json()["created"] == 1
+    assert await count_jobs(database_url) == 4
+
+
+async def test_batch_with_one_bad_item_stores_nothing_and_names_the_item(api, database_url):
+    jobs = [{"jobtype": "ok"}, {"jobtype": "bad", "queue": "no spaces"}, {"jobtype": "ok"}]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert r.status_code == 422
+    problem = r.json()
+    assert r.headers["content-type"] == "application/problem+json"
+    assert problem["code"] == "invalid_request"
+    assert [e["loc"] for e in problem["errors"]] == ["jobs.1.queue"]
+    assert await count_jobs(database_url) == 0
+
+
+async def test_batch_with_duplicate_jids_is_rejected(api, database_url):
+    jobs = [{"jobtype": "a", "jid": "same-jid-1"}, {"jobtype": "b", "jid": "same-jid-1"}]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["loc"] == "jobs.1.jid"
+    assert await count_jobs(database_url) == 0
+
+
+async def test_batch_size_limit(make_api, database_url):
+    api = await make_api(max_batch=5)
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "x"}] * 6})
+    assert r.status_code == 422
+    assert "at most 5" in r.json()["detail"]
+    assert await count_jobs(database_url) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ({}, "jobtype"),
+        ({"jobtype": ""}, "jobtype"),
+        ({"jobtype": 5}, "jobtype"),
+        ({"jobtype": "x", "queue": "a/b"}, "queue"),
+        ({"jobtype": "x", "queue": "q" * 101}, "queue"),
+        ({"jobtype": "x", "jid": "short"}, "jid"),
+        ({"jobtype": "x", "args": {"a": 1}}, "args"),
+        ({"jobtype": "x", "args": "1,2"}, "args"),
+        ({"jobtype": "x", "reserve_for": 59}, "reserve_for"),
+        ({"jobtype": "x", "reserve_for": 86401}, "reserve_for"),
+        ({"jobtype": "x", "retry": -2}, "retry"),
+        ({"jobtype": "x", "priority": 10**6}, "priority"),
+        ({"jobtype": "x", "at": "2030-01-01T00:00:00"}, "at"),
+        ({"jobtype": "x", "at": "tomorrow"}, "at"),
+        ({"jobtype": "x", "custom": [1]}, "custom"),
+        ({"jobtype": "x", "args": ["a\u0000b"]}, "args"),
+        ({"jobtype": "x", "args": [2**70]}, "args"),
+        ({"jobtype": "x", "queu": "typo"}, "queu"),
+    ],
+)
+async def test_invalid_push_names_the_field_and_stores_nothing(api, database_url, body, loc):
+    r = await api.http.post("/v1/jobs", json=body)
+    assert r.status_code == 422, r.text
+    problem = r.json()
+    assert problem["code"] == "invalid_request"
+    assert loc in [e["loc"] for e in problem["errors"]]
+    assert loc in problem["detail"]
+    assert await count_jobs(database_url) == 0
+
+
+async def test_deeply_nested_args_are_rejected(api, database_url):
+    deep: list = []
+    for _ in range(100):
+        deep = [deep]
+    r = await api.http.post("/v1/jobs", json={"jobtype": "x", "args": deep})
+    assert r.status_code == 422
+    assert await count_jobs(database_url) == 0
+
+
+async def test_nan_is_rejected(api, database_url):
+    content = b'{"jobtype": "x", "args": [NaN]}'
+    r = await api.http.post(
+        "/v1/jobs", content=content, headers={"content-type": "application/json"}
+    )
+    assert r.status_code in (400, 422)
+    assert await count_jobs(database_url) == 0
+
+
+async def test_malformed_json_is_a_400_problem(api):
+    r = await api.http.post(
+        "/v1/jobs", content=b'{"jobtype": ', headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 400
+    assert r.json()["code"] == "invalid_json"
+
+
+async def test_body_size_limit(make_api, database_url):
+    api = await make_api(max_body_bytes=2048)
+    big = {"jobtype": "x", "args": ["y" * 4000]}
+    r = await api.http.post("/v1/jobs", json=big)
+    assert r.status_code == 413
+    assert r.json()["code"] == "payload_too_large"
+
+    async def chunks():  # no Content-Length: the limit is enforced while reading
+        yield b'{"jobtype": "x", "args": ["'
+        for _ in range(10):
+            yield b"z" * 500
+        yield b'"]}'
+
+    r = await api.http.post(
+        "/v1/jobs", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413
+    assert await count_jobs(database_url) == 0
+
+
+async def test_unknown_route_and_method_are_problems(api):
+    r = await api.http.get("/v1/nothing-here")
+    assert r.status_code == 404 and r.json()["code"] == "not_found"
+    r = await api.http.delete("/v1/fetch")
+    assert r.status_code == 405 and r.json()["code"] == "method_not_allowed"
+
+
+async def test_get_unknown_job_is_404(api):
+    r = await api.http.get("/v1/jobs/does-not-exist")
+    assert r.status_code == 404
+    assert r.json()["code"] == "job_not_found"
