@@ -31,7 +31,9 @@ async def clear_queue(db: Executor, queue: str, limit: int) -> int:
     return deleted
 
 
-async def list_queues(db: Executor, now: datetime | None, queue: str | None = None) -> list[QueueRow]:
+async def list_queues(
+    db: Executor, now: datetime | None, queue: str | None = None
+) -> list[QueueRow]:
     rows = await db.fetch(sql("queue_list"), now, queue)
     return [_queue_row(r) for r in rows]
 
