@@ -55,7 +55,10 @@ class AsyncClient:
         self._timeout = timeout
         self._http = httpx.AsyncClient(
             base_url=self.url,
-            headers={**protocol.auth_headers(protocol.resolve_token(token)), "User-Agent": USER_AGENT},
+            headers={
+                **protocol.auth_headers(protocol.resolve_token(token)),
+                "User-Agent": USER_AGENT,
+            },
             timeout=timeout,
             transport=transport,
         )

@@ -54,7 +54,10 @@ class Client:
         self._timeout = timeout
         self._http = httpx.Client(
             base_url=self.url,
-            headers={**protocol.auth_headers(protocol.resolve_token(token)), "User-Agent": USER_AGENT},
+            headers={
+                **protocol.auth_headers(protocol.resolve_token(token)),
+                "User-Agent": USER_AGENT,
+            },
             timeout=timeout,
             transport=transport,
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 __all__ = ["NoRetry", "RetryIn"]
 
 
-class RetryIn(Exception):  # noqa: N818 - reads as a command: raise RetryIn(30)
+class RetryIn(Exception):
     """Fail this attempt and retry after ``seconds`` (0 means as soon as possible)."""
 
     def __init__(self, seconds: float, message: str = "", *, errtype: str | None = None) -> None:
@@ -24,7 +24,7 @@ class RetryIn(Exception):  # noqa: N818 - reads as a command: raise RetryIn(30)
         super().__init__(message or f"retry in {seconds:g}s")
 
 
-class NoRetry(Exception):  # noqa: N818 - reads as a command: raise NoRetry("bad input")
+class NoRetry(Exception):
     """Fail this attempt and do not retry: the job goes to the dead set."""
 
     def __init__(self, message: str = "", *, errtype: str | None = None) -> None:

@@ -169,12 +169,11 @@ def error_from_response(response: httpx.Response) -> WerkError:
     code = body.get("code") if isinstance(body.get("code"), str) else None
     detail = body.get("detail") or body.get("title") or response.reason_phrase or ""
     errors = body.get("errors") if isinstance(body.get("errors"), list) else None
+    fallback = ServerError if response.status_code >= 500 else WerkError
     if code is not None and code in _BY_CODE:
         cls = _BY_CODE[code]
     else:
-        cls = _BY_STATUS.get(response.status_code)
-        if cls is None:
-            cls = ServerError if response.status_code >= 500 else WerkError
+        cls = _BY_STATUS.get(response.status_code, fallback)
     if code is None:
         code = cls.default_code if cls is not WerkError else f"http_{response.status_code}"
     return cls(

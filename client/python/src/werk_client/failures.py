@@ -13,11 +13,13 @@ from pathlib import Path
 from types import TracebackType
 
 from .control import NoRetry, RetryIn
+from .registry import Handler
 
 __all__ = ["FailureReport", "RemoteHandlerError", "describe_failure"]
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
 MAX_MESSAGE = 4000
+_HANDLER_CALL_CODE = Handler.call.__code__
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +41,23 @@ class RemoteHandlerError(Exception):
         super().__init__(f"{report.errtype}: {report.message}")
 
 
-def _skip_own_frames(tb: TracebackType | None) -> TracebackType | None:
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        if tb.tb_next is None:
+def _handler_frames(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback from the handler's own frame on.
+
+    The frame after the last ``Handler.call`` is where user code starts; everything before it
+    (worker loop, asyncio, threads) is the same for every job. Without such a frame (an error
+    in middleware), only the SDK's leading frames are dropped.
+    """
+    start = None
+    cursor = tb
+    while cursor is not None:
+        if cursor.tb_frame.f_code is _HANDLER_CALL_CODE and cursor.tb_next is not None:
+            start = cursor.tb_next
+        cursor = cursor.tb_next
+    if start is not None:
+        return start
+    while tb is not None and tb.tb_next is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
             break
         tb = tb.tb_next
     return tb
@@ -51,7 +67,7 @@ def format_backtrace(exc: BaseException, max_lines: int) -> list[str]:
     """Traceback lines of ``exc`` (handler frames only), keeping the last ``max_lines``."""
     if max_lines <= 0:
         return []
-    tb = _skip_own_frames(exc.__traceback__)
+    tb = _handler_frames(exc.__traceback__)
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-max_lines:]

@@ -100,9 +100,7 @@ class Registry:
             raise ValueError(f"a handler for {jobtype!r} is already registered")
         self._handlers[jobtype] = Handler.create(jobtype, func, with_job=with_job)
 
-    def handler(
-        self, jobtype: str | None = None, *, with_job: bool = False
-    ) -> Callable[[F], F]:
+    def handler(self, jobtype: str | None = None, *, with_job: bool = False) -> Callable[[F], F]:
         """Decorator: register the function (under its own name unless ``jobtype`` is given).
 
         The function is returned unchanged, so it stays directly callable and picklable.

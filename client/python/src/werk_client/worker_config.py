@@ -8,7 +8,7 @@ Environment variables (``WERK_BEAT_INTERVAL`` ...) apply when a field is not giv
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = ["WorkerConfig"]
@@ -97,4 +97,4 @@ class WorkerConfig:
         for name in ("queues", "labels"):
             if name in values:
                 values[name] = tuple(values[name])
-        return replace(cls(), **values) if values else cls()
+        return cls(**values)

@@ -1,0 +1,86 @@
+"""Python SDK for Werk: push jobs (``Client``, ``AsyncClient``) and run them (``Worker``).
+
+from werk_client import Client
+Client().push("send_email", ["ada@example.com"])
+
+from werk_client import Registry
+registry = Registry()
+
+@registry.handler("send_email")
+def send_email(address): ...
+
+$ werk-worker --queues default --concurrency 20 myapp.jobs
+"""
+
+from .async_client import AsyncClient
+from .client import Client
+from .control import NoRetry, RetryIn
+from .errors import (
+    Forbidden,
+    JobNotFound,
+    LeaseLost,
+    PayloadTooLarge,
+    ServerError,
+    Unauthorized,
+    Unavailable,
+    ValidationError,
+    WerkError,
+)
+from .job import Job
+from .models import (
+    AckManyResult,
+    ExtendResult,
+    FailResult,
+    Failure,
+    JobRecord,
+    JobSpec,
+    PushManyResult,
+    QueueInfo,
+    ServerInfo,
+    ServerStatus,
+    Totals,
+    WorkerState,
+    new_jid,
+)
+from .registry import Handler, Middleware, Registry
+from .retry import RetryPolicy
+from .version import __version__
+from .worker import Worker
+from .worker_config import WorkerConfig
+
+__all__ = [
+    "AckManyResult",
+    "AsyncClient",
+    "Client",
+    "ExtendResult",
+    "FailResult",
+    "Failure",
+    "Forbidden",
+    "Handler",
+    "Job",
+    "JobNotFound",
+    "JobRecord",
+    "JobSpec",
+    "LeaseLost",
+    "Middleware",
+    "NoRetry",
+    "PayloadTooLarge",
+    "PushManyResult",
+    "QueueInfo",
+    "Registry",
+    "RetryIn",
+    "RetryPolicy",
+    "ServerError",
+    "ServerInfo",
+    "ServerStatus",
+    "Totals",
+    "Unauthorized",
+    "Unavailable",
+    "ValidationError",
+    "WerkError",
+    "Worker",
+    "WorkerConfig",
+    "WorkerState",
+    "__version__",
+    "new_jid",
+]

@@ -1,0 +1,103 @@
+"""The clients against a real server: every endpoint, typed results and typed errors."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from werk_client import (
+    AsyncClient,
+    Client,
+    JobNotFound,
+    JobSpec,
+    LeaseLost,
+    ValidationError,
+)
+
+
+def test_push_get_and_same_jid_twice(werk_server):
+    with Client(werk_server.url) as client:
+        job = client.push(
+            "email", ["ada@example.com", 3], queue="mail", priority=5, custom={"k": 1}
+        )
+        assert len(job.jid) == 32 and job.state == "available"
+        assert (job.jobtype, job.args, job.queue, job.priority) == (
+            "email",
+            ["ada@example.com", 3],
+            "mail",
+            5,
+        )
+        assert job.custom == {"k": 1} and job.created_at is not None
+        again = client.push("email", ["other"], jid=job.jid)
+        assert again.jid == job.jid and again.args == ["ada@example.com", 3]
+        stored = client.get(job.jid)
+        assert stored == job
+
+
+def test_scheduled_push_and_push_many(werk_server):
+    with Client(werk_server.url) as client:
+        later = client.push("later", at=timedelta(hours=1))
+        assert later.state == "scheduled" and later.at is not None
+        assert later.at > datetime.now(UTC) + timedelta(minutes=59)
+        with pytest.raises(ValueError):
+            client.push("naive", at=datetime(2030, 1, 1))
+        specs = [JobSpec("batch", [i]) for i in range(1500)]
+        result = client.push_many(specs)
+        assert result.created == 1500 and [j.jid for j in result.jobs] == [s.jid for s in specs]
+        assert client.push_many(specs[:10]).created == 0
+        info = client.info()
+        assert info.totals.enqueued >= 1501 or info.states.get("available", 0) >= 1500
+
+
+def test_typed_errors(werk_server):
+    with Client(werk_server.url) as client:
+        with pytest.raises(JobNotFound) as missing:
+            client.get("nope")
+        assert (missing.value.code, missing.value.status) == ("job_not_found", 404)
+        with pytest.raises(ValidationError) as invalid:
+            client.push("x", queue="bad queue!")
+        assert invalid.value.code == "invalid_request" and invalid.value.status in (400, 422)
+        with pytest.raises(ValidationError) as batch:
+            client.push_many([JobSpec("ok"), JobSpec("x", queue="no way!")])
+        assert any("jobs.1" in str(e.get("loc")) for e in batch.value.errors)
+
+
+def test_worker_side_calls(werk_server):
+    with Client(werk_server.url) as client:
+        pushed = client.push("work", [1], reserve_for=60, backtrace=5)
+        assert client.fetch(["empty"], wid="w1", wait=0) == []
+        [job] = client.fetch(["default"], wid="w1", count=10, wait=1)
+        assert job.jid == pushed.jid and job.state == "active" and job.lease
+        assert job.lease_expires_at is not None
+        extended = client.extend(job.jid, job.lease, reserve_for=600, progress={"step": 2})
+        assert extended.lease_expires_at > job.lease_expires_at
+        result = client.fail(
+            job.jid, job.lease, errtype="Boom", message="bad", backtrace=["a", "b"], retry_in=0
+        )
+        assert result.state == "scheduled"
+        with pytest.raises(LeaseLost):
+            client.ack(job.jid, job.lease)
+        failed = client.get(job.jid)
+        assert failed.failure is not None and failed.failure.errtype == "Boom"
+        assert failed.failure.message == "bad" and failed.failure.backtrace == ["a", "b"]
+        assert failed.progress == {"step": 2}
+        [again] = client.fetch(["default"], wid="w1", wait=5)
+        assert again.jid == job.jid and again.progress == {"step": 2}
+        client.ack(again.jid, again.lease)
+        with pytest.raises(JobNotFound):
+            client.get(job.jid)
+        assert client.beat("w1", hostname="h", pid=1, labels=["x"]) == "running"
+
+
+async def test_async_client_roundtrip(werk_server):
+    async with AsyncClient(werk_server.url) as client:
+        specs = [JobSpec("a", [i]) for i in range(5)]
+        await client.push_many(specs)
+        jobs = await client.fetch(["default"], wid="w2", count=5, wait=1)
+        assert sorted(j.args[0] for j in jobs) == list(range(5))
+        result = await client.ack_many(
+            [(j.jid, j.lease) for j in jobs[:4]] + [(jobs[4].jid, "stale")]
+        )
+        assert sorted(result.acked) == sorted(j.jid for j in jobs[:4])
+        assert result.lease_lost == [jobs[4].jid]
+        assert (await client.info()).server.version
