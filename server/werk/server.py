@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import socket
+import threading
 import time
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -41,6 +44,21 @@ class WerkServer(uvicorn.Server):
         self.app = create_app(self.settings)
         self.config.app = self.app
         await super().serve(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Like uvicorn's, but a graceful stop ends with exit status 0 instead of re-raising the
+        signal, so supervisors see a clean shutdown."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        signals = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)

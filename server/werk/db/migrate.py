@@ -37,8 +37,8 @@ async def migrate(conn: asyncpg.Connection) -> int:
         current = await conn.fetchval(sql("migration_current"))
         if current > latest:
             raise SchemaTooNew(
-                f"the database schema is at version {current}, but this Werk only knows up to "
-                f"{latest}; upgrade Werk (or point it at another database)"
+                f"the database schema (version {current}) is newer than this Werk knows (up to "
+                f"{latest}); upgrade Werk, or point it at another database"
             )
         for version, name, text in migrations:
             if version <= current:
