@@ -38,8 +38,12 @@ async def test_two_servers_many_fetchers_deliver_each_job_once(werk_server_facto
         while not done.is_set():
             r = await http.post(
                 server.url + "/v1/fetch",
-                json={"queues": ["default"], "wid": f"worker-{k}", "count": random.randint(1, 10),
-                      "wait": 0.5},
+                json={
+                    "queues": ["default"],
+                    "wid": f"worker-{k}",
+                    "count": random.randint(1, 10),
+                    "wait": 0.5,
+                },
             )
             assert r.status_code == 200, r.text
             jobs = r.json()["jobs"]

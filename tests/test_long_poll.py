@@ -44,9 +44,7 @@ async def test_wait_is_capped_by_the_server(make_api):
 
 async def test_many_waiters_each_get_one_job(api):
     waiters = [
-        asyncio.create_task(
-            api.http.post("/v1/fetch", json={**FETCH, "wid": f"w{i}", "wait": 10})
-        )
+        asyncio.create_task(api.http.post("/v1/fetch", json={**FETCH, "wid": f"w{i}", "wait": 10}))
         for i in range(10)
     ]
     await asyncio.sleep(0.2)

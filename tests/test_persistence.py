@@ -8,12 +8,12 @@ import sys
 
 import httpx
 import pytest
-
-from tests.support.helpers import sql
-from tests.support.server import ServerProcess, clean_env
 from werk.app import prepare_database
 from werk.db.migrate import available_migrations
 from werk.errors import SchemaTooNew
+
+from tests.support.helpers import sql
+from tests.support.server import ServerProcess, clean_env
 
 
 def test_restart_keeps_every_job(werk_server_factory):
@@ -71,8 +71,13 @@ async def test_schema_newer_than_the_code_is_refused(database_url, tmp_path):
         await prepare_database(database_url)
     env = clean_env({"WERK_DATABASE_URL": database_url, "WERK_PORT": "0"})
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "werk.cli", "serve", env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "werk.cli",
+        "serve",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode != 0

@@ -131,8 +131,12 @@ async def test_fail_schedules_a_retry_with_backoff_and_failure_fields(api):
     (job,) = await fetch(api)
     r = await api.http.post(
         f"/v1/jobs/{job['jid']}/fail",
-        json={"lease": job["lease"], "errtype": "KeyError", "message": "boom",
-              "backtrace": ["a.py:1", "b.py:2"]},
+        json={
+            "lease": job["lease"],
+            "errtype": "KeyError",
+            "message": "boom",
+            "backtrace": ["a.py:1", "b.py:2"],
+        },
     )
     assert r.status_code == 200, r.text
     result = r.json()
@@ -254,9 +258,7 @@ async def test_extend_moves_the_lease_and_checkpoints_progress(api):
     r = await api.http.post(f"/v1/jobs/{job['jid']}/extend", json={"lease": job["lease"]})
     assert (ts(r.json()["lease_expires_at"]) - api.clock.now()).total_seconds() == 60
     # The next attempt receives the checkpoint.
-    await api.http.post(
-        f"/v1/jobs/{job['jid']}/fail", json={"lease": job["lease"], "retry_in": 0}
-    )
+    await api.http.post(f"/v1/jobs/{job['jid']}/fail", json={"lease": job["lease"], "retry_in": 0})
     await api.maintain()
     (again,) = await fetch(api)
     assert again["progress"] == {"done": 40} and again["attempt"] == 2
@@ -347,8 +349,14 @@ async def test_beating_worker_keeps_its_leases(make_api):
 
 
 async def test_beat_reports_operator_state(api, database_url):
-    body = {"wid": "w9", "hostname": "box", "pid": 42, "labels": ["py"], "rss_kb": 1000,
-            "current_state": "running"}
+    body = {
+        "wid": "w9",
+        "hostname": "box",
+        "pid": 42,
+        "labels": ["py"],
+        "rss_kb": 1000,
+        "current_state": "running",
+    }
     assert (await api.http.post("/v1/beat", json=body)).json() == {"state": "running"}
     await sql(database_url, "UPDATE werk_workers SET state = 'quiet' WHERE wid = 'w9'")
     assert (await api.http.post("/v1/beat", json=body)).json() == {"state": "quiet"}

@@ -11,7 +11,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-
 from werk.app import prepare_database
 
 

@@ -28,9 +28,7 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class ServerProcess:
-    def __init__(
-        self, database_url: str, log_dir: Path, env: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, database_url: str, log_dir: Path, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.database_url = database_url

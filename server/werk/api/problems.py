@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -34,7 +34,7 @@ def problem(
     detail: str,
     *,
     errors: list[dict[str, Any]] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Response:
     body: dict[str, Any] = {
         "type": f"https://werk.dev/problems/{code}",
@@ -55,8 +55,7 @@ def problem(
 
 def werk_problem(exc: WerkError) -> Response:
     headers = {"Retry-After": "1"} if isinstance(exc, DatabaseUnavailable) else None
-    return problem(exc.status, exc.code, exc.title, exc.detail, errors=exc.errors,
-                   headers=headers)
+    return problem(exc.status, exc.code, exc.title, exc.detail, errors=exc.errors, headers=headers)
 
 
 def _loc(parts: tuple[Any, ...]) -> str:
@@ -77,25 +76,38 @@ def install(app: FastAPI, is_unavailable: Callable[[BaseException], bool]) -> No
             for e in exc.errors()
         ]
         if any(e.get("type") == "json_invalid" for e in exc.errors()):
-            return problem(400, "invalid_json", "The body is not valid JSON",
-                           "send a JSON document with Content-Type: application/json",
-                           errors=errors)
+            return problem(
+                400,
+                "invalid_json",
+                "The body is not valid JSON",
+                "send a JSON document with Content-Type: application/json",
+                errors=errors,
+            )
         detail = "; ".join(f"{e['loc']}: {e['message']}" for e in errors)
         return problem(422, "invalid_request", "The request is invalid", detail, errors=errors)
 
     async def on_http(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
-        return problem(exc.status_code, code, code.replace("_", " ").capitalize(),
-                       str(exc.detail), headers=exc.headers)
+        return problem(
+            exc.status_code,
+            code,
+            code.replace("_", " ").capitalize(),
+            str(exc.detail),
+            headers=exc.headers,
+        )
 
     async def on_unexpected(_request: Request, exc: Exception) -> Response:
         if is_unavailable(exc):
             log.warning("database unavailable: %s", exc)
             return werk_problem(DatabaseUnavailable("the database is unreachable; retry shortly"))
         log.exception("unhandled error")
-        return problem(500, "internal_error", "Internal server error",
-                       "the server failed unexpectedly; the error has been logged")
+        return problem(
+            500,
+            "internal_error",
+            "Internal server error",
+            "the server failed unexpectedly; the error has been logged",
+        )
 
     app.add_exception_handler(WerkError, on_werk_error)
     app.add_exception_handler(RequestValidationError, on_validation)

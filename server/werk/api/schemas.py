@@ -71,22 +71,36 @@ class _Strict(BaseModel):
 class JobPush(_Strict):
     """A job to push. Only ``jobtype`` is required."""
 
-    jid: Jid | None = Field(None, description="Unique id; generated when absent. Re-pushing an "
-                            "existing jid stores nothing new and returns the stored job.")
+    jid: Jid | None = Field(
+        None,
+        description="Unique id; generated when absent. Re-pushing an "
+        "existing jid stores nothing new and returns the stored job.",
+    )
     jobtype: Annotated[Text, Field(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH)]
     args: JsonArray = Field(default_factory=list)
     queue: QueueName = "default"
-    priority: int = Field(0, ge=rules.PRIORITY_MIN, le=rules.PRIORITY_MAX,
-                          description="Higher runs first within a queue.")
-    reserve_for: int = Field(rules.RESERVE_FOR_DEFAULT, ge=rules.RESERVE_FOR_MIN,
-                             le=rules.RESERVE_FOR_MAX,
-                             description="Seconds a fetched job stays leased before it expires.")
+    priority: int = Field(
+        0,
+        ge=rules.PRIORITY_MIN,
+        le=rules.PRIORITY_MAX,
+        description="Higher runs first within a queue.",
+    )
+    reserve_for: int = Field(
+        rules.RESERVE_FOR_DEFAULT,
+        ge=rules.RESERVE_FOR_MIN,
+        le=rules.RESERVE_FOR_MAX,
+        description="Seconds a fetched job stays leased before it expires.",
+    )
     # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
-    at: AwareDatetime | None = Field(None, strict=False, description="Run no earlier than this "
-                                     "(RFC 3339 with a time zone).")
-    retry: int = Field(rules.RETRY_DEFAULT, ge=-1, le=rules.RETRY_MAX,
-                       description="Retries before dead; 0 discards on failure, -1 is dead on "
-                       "the first failure.")
+    at: AwareDatetime | None = Field(
+        None, strict=False, description="Run no earlier than this (RFC 3339 with a time zone)."
+    )
+    retry: int = Field(
+        rules.RETRY_DEFAULT,
+        ge=-1,
+        le=rules.RETRY_MAX,
+        description="Retries before dead; 0 discards on failure, -1 is dead on the first failure.",
+    )
     backtrace: int = Field(0, ge=0, le=rules.BACKTRACE_MAX_LINES)
     custom: JsonObject = Field(default_factory=dict)
 
@@ -133,12 +147,16 @@ class JobBatchPushed(BaseModel):
 
 
 class Fetch(_Strict):
-    queues: list[QueueName] = Field(min_length=1, max_length=100,
-                                    description="Tried strictly in this order.")
+    queues: list[QueueName] = Field(
+        min_length=1, max_length=100, description="Tried strictly in this order."
+    )
     wid: Wid
     count: int = Field(1, ge=1, le=rules.FETCH_MAX_COUNT)
-    wait: float = Field(0, ge=0, description="Seconds to long-poll for a job (server maximum "
-                        "applies, 30 by default).")
+    wait: float = Field(
+        0,
+        ge=0,
+        description="Seconds to long-poll for a job (server maximum applies, 30 by default).",
+    )
 
 
 class Fetched(BaseModel):
@@ -170,9 +188,12 @@ class FailReport(_Strict):
     backtrace: list[Annotated[Text, Field(max_length=10_000)]] = Field(
         default_factory=list, max_length=rules.BACKTRACE_MAX_LINES
     )
-    retry_in: float | None = Field(None, ge=0, le=365 * 86400,
-                                   description="Retry after this many seconds instead of the "
-                                   "backoff.")
+    retry_in: float | None = Field(
+        None,
+        ge=0,
+        le=365 * 86400,
+        description="Retry after this many seconds instead of the backoff.",
+    )
     retry: Literal[False] | None = Field(None, description="false: do not retry; the job is dead.")
 
 
@@ -185,8 +206,11 @@ class FailResult(BaseModel):
 class Extend(_Strict):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
     reserve_for: int | None = Field(None, ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX)
-    progress: Json = Field(None, description="A checkpoint the next attempt receives as "
-                           "`progress` if this one does not finish.")
+    progress: Json = Field(
+        None,
+        description="A checkpoint the next attempt receives as "
+        "`progress` if this one does not finish.",
+    )
 
 
 class Extended(BaseModel):
@@ -198,8 +222,9 @@ class Beat(_Strict):
     wid: Wid
     hostname: Annotated[Text, Field(max_length=255)] = ""
     pid: int | None = Field(None, ge=0, le=2**31 - 1)
-    labels: list[Annotated[Text, Field(max_length=100)]] = Field(default_factory=list,
-                                                                 max_length=100)
+    labels: list[Annotated[Text, Field(max_length=100)]] = Field(
+        default_factory=list, max_length=100
+    )
     current_state: Literal["running", "quiet", "terminate"] | None = Field(
         None, description="What the worker says it is doing."
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Path
 from starlette.responses import Response
 
@@ -13,7 +15,7 @@ from werk.errors import InvalidRequest
 router = APIRouter(prefix="/v1", tags=["work"])
 
 JidPath = Path(min_length=1, max_length=200)
-_LEASE_LOST = {409: {"model": schemas.Problem, "description": "lease_lost"}}
+_LEASE_LOST: dict[int | str, dict[str, Any]] = {409: {"model": schemas.Problem, "description": "lease_lost"}}
 
 
 @router.post("/fetch", operation_id="work-fetch", response_model=schemas.Fetched)
@@ -24,9 +26,7 @@ async def fetch(body: schemas.Fetch, services: ServicesDep, settings: SettingsDe
     return JSON({"jobs": [job_view(r) for r in rows]})
 
 
-@router.post(
-    "/jobs/{jid}/ack", operation_id="work-ack", status_code=204, responses=_LEASE_LOST
-)
+@router.post("/jobs/{jid}/ack", operation_id="work-ack", status_code=204, responses=_LEASE_LOST)
 async def ack(body: schemas.Lease, services: ServicesDep, jid: str = JidPath) -> Response:
     """The attempt succeeded: the job is completed (and deleted)."""
     await services.jobs.ack(jid, body.lease)

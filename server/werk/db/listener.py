@@ -33,18 +33,22 @@ class Listener:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
 
-    def _callback(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        self._on_payload(payload)
+    def _callback(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        self._on_payload(str(payload))
+
+    @staticmethod
+    async def _until_closed(conn: asyncpg.Connection) -> None:
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _c: lost.set())
+        await lost.wait()
 
     async def _run(self) -> None:
         while True:
             conn: asyncpg.Connection | None = None
             try:
                 conn = await connect(self._dsn)
-                lost = asyncio.Event()
-                conn.add_termination_listener(lambda _c: lost.set())
                 await conn.add_listener(CHANNEL, self._callback)
-                await lost.wait()
+                await self._until_closed(conn)
                 log.warning("LISTEN connection lost; reconnecting")
             except asyncio.CancelledError:
                 raise

@@ -65,14 +65,14 @@ class WakeHub:
                 if not waiting:
                     del self._waiters[q]
 
-    async def wait(self, waiter: Waiter, timeout: float) -> None:
-        """Returns when woken, when ``timeout`` passes, or when the hub closes."""
+    async def wait(self, waiter: Waiter, seconds: float) -> None:
+        """Returns when woken, when ``seconds`` pass, or when the hub closes."""
         if self._closed.is_set():
             return
         closed = asyncio.ensure_future(self._closed.wait())
         woken = asyncio.ensure_future(waiter.event.wait())
         try:
-            await asyncio.wait({closed, woken}, timeout=timeout, return_when="FIRST_COMPLETED")
+            await asyncio.wait({closed, woken}, timeout=seconds, return_when="FIRST_COMPLETED")
         finally:
             closed.cancel()
             woken.cancel()
