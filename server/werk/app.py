@@ -20,7 +20,9 @@ from werk.db.listener import Listener
 from werk.db.migrate import migrate
 from werk.db.pool import connect, create_pool
 from werk.domain.clock import Clock, DatabaseClock
+from werk.faktory.server import FaktoryServer
 from werk.services.container import Services
+from werk.services.faktory_ops import FaktoryOps
 from werk.services.info import InfoService
 from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
@@ -75,9 +77,14 @@ def create_app(
         listener.start()
         if background:
             services.maintenance.start()
+        # Faktory's wire protocol, in this event loop, over the same services.
+        faktory = FaktoryServer(settings, services, FaktoryOps(pool, clock, hub))
+        app.state.faktory = faktory
         try:
+            await faktory.start()
             yield
         finally:
+            await faktory.close()
             await hub.close()
             await services.maintenance.close()
             await listener.close()

@@ -41,6 +41,28 @@ class Settings(BaseSettings):
     dead_max: int = Field(100_000, ge=0)
     completed_retention: float = Field(0.0, ge=0, description="Seconds to keep acked jobs; 0 deletes at ack.")
 
+    # Faktory's wire protocol (FWP), served by the same process beside HTTP.
+    faktory_port: int = Field(
+        7419, ge=0, le=65535, description="TCP port for Faktory clients (FWP); 0 disables it."
+    )
+    faktory_host: str | None = Field(None, description="Address for FWP; default: the HTTP host.")
+    faktory_password: str | None = Field(
+        None, description="Password FWP clients must present (HELLO pwdhash); none = open."
+    )
+    faktory_max_connections: int = Field(1000, ge=1, description="Open FWP connections at most.")
+    faktory_max_line_bytes: int = Field(
+        1024 * 1024 + 1024, ge=1024, description="Longest FWP command line (a PUSHB is one line)."
+    )
+    faktory_handshake_timeout: float = Field(
+        10.0, gt=0, description="Seconds a new FWP connection has to finish HELLO."
+    )
+    faktory_idle_timeout: float = Field(
+        300.0, gt=0, description="Seconds an FWP connection may send nothing before it is closed."
+    )
+    faktory_fetch_wait: float = Field(
+        2.0, ge=0, le=30, description="Seconds an FWP FETCH blocks when its queues are empty."
+    )
+
     @model_validator(mode="after")
     def _pool_sizes(self) -> Settings:
         if self.pool_min_size > self.pool_max_size:

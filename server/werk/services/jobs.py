@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from werk.db import queries
+from werk.db import faktory_queries, queries
 from werk.db.queries import NewJob
 from werk.domain.clock import Clock
 from werk.domain.job import FailOutcome
@@ -227,6 +227,40 @@ class JobService:
                 "released, or the job was settled already); nothing was changed"
             )
         raise JobNotFound(f"no job with jid {jid!r}")
+
+    # -- settling by worker (Faktory's wire protocol: ACK/FAIL carry a jid, no lease) ----------
+
+    async def ack_by_worker(self, jid: str, wid: str) -> bool:
+        """Complete the attempt worker ``wid`` holds on ``jid``. False (and nothing changed) when
+        the job is not active under that worker: unknown, settled, expired, or re-reserved."""
+        return await faktory_queries.ack_job_by_worker(
+            self._pool, self._clock.now(), jid, wid, keep_completed=self._keep_completed
+        )
+
+    async def fail_by_worker(
+        self, jid: str, wid: str, *, errtype: str, message: str, backtrace: Sequence[str]
+    ) -> FailResult:
+        """Fail the attempt worker ``wid`` holds on ``jid`` under the job's retry policy; raises
+        JobNotFound when the job is not active under that worker (nothing is changed)."""
+        row = await faktory_queries.fail_job_by_worker(
+            self._pool,
+            self._clock.now(),
+            jid,
+            wid,
+            errtype=errtype,
+            message=message,
+            backtrace=backtrace,
+        )
+        if row is None:
+            raise JobNotFound(f"no job {jid!r} is reserved by worker {wid!r}")
+        outcome = {
+            "discard": FailOutcome.DISCARDED,
+            "dead": FailOutcome.DEAD,
+            "retry": FailOutcome.SCHEDULED,
+        }[row["outcome"]]
+        next_at = row["run_at"] if outcome is FailOutcome.SCHEDULED else None
+        return FailResult(jid=jid, outcome=outcome, next_at=next_at)
+
 
 
 def _to_new_job(spec: JobSpec) -> NewJob:
