@@ -173,3 +173,22 @@ async def notify_queues(db: Executor, queues: Sequence[str]) -> None:
 
 async def ping(db: Executor) -> None:
     await db.execute(sql("ping"))
+
+
+async def prune_finished(
+    db: Executor,
+    now: datetime | None,
+    *,
+    dead_retention: float,
+    dead_max: int,
+    completed_retention: float,
+    limit: int,
+) -> int:
+    rows = await db.fetch(
+        sql("job_prune"), now, dead_retention, dead_max, completed_retention, limit
+    )
+    return len(rows)
+
+
+async def prune_gone_workers(db: Executor, now: datetime | None, *, older_than: float) -> None:
+    await db.execute(sql("worker_prune"), now, older_than)

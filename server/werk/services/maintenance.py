@@ -1,4 +1,4 @@
-"""Background upkeep every node runs: promote due jobs, release orphaned leases.
+"""Background upkeep every node runs: release orphaned leases, promote due jobs, prune.
 
 Each pass is a bounded, set-based statement with SKIP LOCKED, so any number of nodes can run it at
 once without handling a job twice; no leader election is needed.
@@ -20,6 +20,9 @@ from werk.services.wakeup import WakeHub, counts_by_queue
 log = logging.getLogger(__name__)
 
 BATCH = 1000
+# Pruning scans more than the other steps and is not urgent: once every this many passes.
+PRUNE_EVERY = 30
+GONE_WORKER_RETENTION = 86400.0
 
 
 class Maintenance:
@@ -43,7 +46,28 @@ class Maintenance:
         """One full pass; returns how many jobs each step touched."""
         released = await self.release_orphans()
         promoted = await self.promote_due()
-        return {"released": released, "promoted": promoted}
+        pruned = await self.prune()
+        return {"released": released, "promoted": promoted, "pruned": pruned}
+
+    async def prune(self) -> int:
+        """Apply dead-job and completed-job retention, a bounded batch per statement."""
+        total = 0
+        while True:
+            n = await queries.prune_finished(
+                self._pool,
+                self._clock.now(),
+                dead_retention=self._settings.dead_retention_days * 86400,
+                dead_max=self._settings.dead_max,
+                completed_retention=self._settings.completed_retention,
+                limit=BATCH,
+            )
+            total += n
+            if n < BATCH:
+                break
+        await queries.prune_gone_workers(
+            self._pool, self._clock.now(), older_than=GONE_WORKER_RETENTION
+        )
+        return total
 
     async def promote_due(self) -> int:
         total = 0
@@ -68,16 +92,23 @@ class Maintenance:
                 if row["poisoned"]:
                     log.warning(
                         "job %s (queue %s) is dead: orphaned %d times (poison pill)",
-                        row["jid"], row["queue"], self._settings.max_orphans,
+                        row["jid"],
+                        row["queue"],
+                        self._settings.max_orphans,
                     )
             total += len(rows)
             if len(rows) < BATCH:
                 return total
 
     async def _run(self) -> None:
+        passes = 0
         while True:
             try:
-                await self.run_once()
+                await self.release_orphans()
+                await self.promote_due()
+                if passes % PRUNE_EVERY == 0:
+                    await self.prune()
+                passes += 1
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

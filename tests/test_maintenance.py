@@ -1,0 +1,126 @@
+"""Retention, and maintenance run by several nodes at once without handling a job twice."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.support.helpers import sql
+from werk.config import Settings
+from werk.db.pool import create_pool
+from werk.services.maintenance import Maintenance
+from werk.services.wakeup import WakeHub
+
+
+async def push_batch(api, n, **fields):
+    jobs = [{"jobtype": "x", **fields} for _ in range(n)]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert r.status_code == 201
+    return [j["jid"] for j in r.json()["jobs"]]
+
+
+async def fetch_all(api, n):
+    jobs = []
+    while len(jobs) < n:
+        r = await api.http.post(
+            "/v1/fetch", json={"queues": ["default"], "wid": "w", "count": 100}
+        )
+        got = r.json()["jobs"]
+        assert got
+        jobs += got
+    return jobs
+
+
+async def kill_all(api, jobs):
+    for job in jobs:
+        r = await api.http.post(
+            f"/v1/jobs/{job['jid']}/fail", json={"lease": job["lease"], "retry": False}
+        )
+        assert r.json()["state"] == "dead"
+
+
+async def test_dead_jobs_are_pruned_after_retention(make_api):
+    api = await make_api(dead_retention_days=1)
+    await push_batch(api, 3)
+    await kill_all(api, await fetch_all(api, 3))
+    api.clock.advance(86400 - 10)
+    assert (await api.maintain())["pruned"] == 0
+    api.clock.advance(20)
+    assert (await api.maintain())["pruned"] == 3
+    assert (await api.http.get("/v1/info")).json()["states"] == {}
+
+
+async def test_dead_jobs_are_capped_oldest_first(make_api):
+    api = await make_api(dead_max=5)
+    jobs = []
+    for _ in range(8):
+        await push_batch(api, 1)
+        jobs += await fetch_all(api, 1)
+        await kill_all(api, jobs[-1:])
+        api.clock.advance(1)
+    assert (await api.maintain())["pruned"] == 3
+    for job in jobs[:3]:
+        assert (await api.http.get(f"/v1/jobs/{job['jid']}")).status_code == 404
+    for job in jobs[3:]:
+        assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json()["state"] == "dead"
+
+
+async def test_completed_retention_keeps_acked_jobs_for_a_while(make_api):
+    api = await make_api(completed_retention=60)
+    await push_batch(api, 1)
+    (job,) = await fetch_all(api, 1)
+    r = await api.http.post(f"/v1/jobs/{job['jid']}/ack", json={"lease": job["lease"]})
+    assert r.status_code == 204
+    stored = (await api.http.get(f"/v1/jobs/{job['jid']}")).json()
+    assert stored["state"] == "completed" and stored["lease"] is None
+    api.clock.advance(61)
+    assert (await api.maintain())["pruned"] == 1
+    assert (await api.http.get(f"/v1/jobs/{job['jid']}")).status_code == 404
+
+
+async def test_gone_workers_are_forgotten_after_a_day(make_api, database_url):
+    api = await make_api(worker_timeout=60)
+    await api.http.post("/v1/beat", json={"wid": "old"})
+    api.clock.advance(61)
+    await api.maintain()
+    assert len(await sql(database_url, "SELECT 1 FROM werk_workers")) == 1
+    api.clock.advance(86401)
+    await api.maintain()
+    assert await sql(database_url, "SELECT 1 FROM werk_workers") == []
+
+
+async def test_nodes_running_maintenance_together_handle_each_job_once(api, database_url, clock):
+    n = 3000
+    for _ in range(n // 1000):
+        await push_batch(api, 1000, reserve_for=60, retry=5)
+    await fetch_all(api, n)
+    clock.advance(61)
+    settings = Settings(database_url=database_url)
+    pools = [await create_pool(database_url, min_size=1, max_size=2) for _ in range(4)]
+    try:
+        nodes = []
+        for pool in pools:
+            hub = WakeHub(send_notify=_noop, queues_with_jobs=_none, poll_interval=1)
+            nodes.append(Maintenance(pool, clock, hub, settings))
+        released = await asyncio.gather(*(m.release_orphans() for m in nodes))
+    finally:
+        for pool in pools:
+            await pool.close()
+    assert sum(released) == n
+    rows = await sql(
+        database_url,
+        "SELECT retry_count, orphans, state, count(*) AS n FROM werk_jobs "
+        "GROUP BY retry_count, orphans, state",
+    )
+    assert [(r["retry_count"], r["orphans"], r["state"], r["n"]) for r in rows] == [
+        (1, 1, "scheduled", n)
+    ]
+    info = (await api.http.get("/v1/info")).json()
+    assert info["totals"]["failed"] == n
+
+
+async def _noop(_payload):
+    return None
+
+
+async def _none(_queues):
+    return []
