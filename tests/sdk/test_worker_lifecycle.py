@@ -153,7 +153,9 @@ def test_checkpoint_survives_kill_9_and_the_next_attempt_resumes(werk_server_fac
         saved = client.get(job.jid).progress["done"]
         assert saved >= 3
         # Skip the retry backoff (15 s or more) rather than wait it out.
-        _run(sql(server.database_url, "UPDATE werk_jobs SET run_at = now() WHERE jid = $1", job.jid))
+        _run(
+            sql(server.database_url, "UPDATE werk_jobs SET run_at = now() WHERE jid = $1", job.jid)
+        )
         with WorkerProcess(server.url, tmp_path):
             wait_for(lambda: _gone(client, job.jid), timeout=30)
         steps = lines(tmp_path, "steps.txt")
@@ -208,9 +210,7 @@ def test_process_mode_survives_handlers_that_exit_or_segfault(werk_server, tmp_p
         boom = client.push("boom", ["in a child"], backtrace=10)
         after = [client.push("pid", [f"p{i}"]) for i in range(4)]
         steps = client.push("steps", [2, 0.01])
-        with WorkerProcess(
-            werk_server.url, tmp_path, "--process", "--concurrency", "2"
-        ) as worker:
+        with WorkerProcess(werk_server.url, tmp_path, "--process", "--concurrency", "2") as worker:
             died = wait_for(lambda: client.get(exits.jid).failure, timeout=30)
             assert died.errtype == "ChildProcessDied" and "code 3" in died.message
             segv = wait_for(lambda: client.get(crash.jid).failure, timeout=30)

@@ -33,13 +33,15 @@ class WorkerProcess:
         env: dict[str, str] | None = None,
         module: str = "tests.sdk.jobs_app",
         name: str = "worker",
+        program: list[str] | None = None,
     ) -> None:
         self.log_path = workdir / f"{name}-{time.monotonic_ns()}.log"
         base = {k: v for k, v in os.environ.items() if not k.startswith("WERK_")}
         base.update(FAST)
         base.update({"WERK_URL": url, "SDK_TEST_DIR": str(workdir), "PYTHONUNBUFFERED": "1"})
         base.update(env or {})
-        self._cmd = [sys.executable, "-m", "werk_client.worker_cli", *args, module]
+        program = program or [sys.executable, "-m", "werk_client.worker_cli"]
+        self._cmd = [*program, *args, module]
         self._env = base
         self.process: subprocess.Popen[bytes] | None = None
 

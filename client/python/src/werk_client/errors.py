@@ -169,11 +169,15 @@ def error_from_response(response: httpx.Response) -> WerkError:
     code = body.get("code") if isinstance(body.get("code"), str) else None
     detail = body.get("detail") or body.get("title") or response.reason_phrase or ""
     errors = body.get("errors") if isinstance(body.get("errors"), list) else None
-    fallback = ServerError if response.status_code >= 500 else WerkError
+    status = response.status_code
+    fallback = ServerError if status >= 500 else WerkError
     if code is not None and code in _BY_CODE:
         cls = _BY_CODE[code]
+    elif code is not None and status < 500:
+        # A code this SDK does not know (a newer server): do not guess from the status.
+        cls = WerkError
     else:
-        cls = _BY_STATUS.get(response.status_code, fallback)
+        cls = _BY_STATUS.get(status, fallback)
     if code is None:
         code = cls.default_code if cls is not WerkError else f"http_{response.status_code}"
     return cls(

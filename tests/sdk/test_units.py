@@ -1,0 +1,272 @@
+"""Pure unit tests: wire mapping, retries over a scripted transport, registry, config."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from werk_client import (
+    AsyncClient,
+    Client,
+    JobNotFound,
+    JobSpec,
+    LeaseLost,
+    NoRetry,
+    Registry,
+    RetryIn,
+    RetryPolicy,
+    ServerError,
+    Unavailable,
+    ValidationError,
+    WerkError,
+    WorkerConfig,
+)
+from werk_client.errors import error_from_response
+from werk_client.failures import describe_failure
+from werk_client.worker_cli import load_registry
+
+FAST_RETRY = RetryPolicy(attempts=4, base=0.001, cap=0.002)
+
+JOB = {
+    "jid": "0123456789abcdef",
+    "jobtype": "t",
+    "args": [],
+    "queue": "default",
+    "priority": 0,
+    "reserve_for": 1800,
+    "retry": 25,
+    "backtrace": 0,
+    "custom": {},
+    "at": None,
+    "state": "available",
+    "created_at": "2026-01-01T00:00:00Z",
+    "enqueued_at": "2026-01-01T00:00:00+00:00",
+    "attempt": 0,
+    "progress": None,
+    "failure": None,
+    "lease": None,
+    "lease_expires_at": None,
+    "wid": None,
+    "some_future_field": 1,
+}
+
+
+def problem(status: int, code: str | None, detail: str = "x", **more) -> httpx.Response:
+    body = {"type": "about:blank", "title": "t", "status": status, "detail": detail, **more}
+    if code is not None:
+        body["code"] = code
+    return httpx.Response(status, json=body, headers={"content-type": "application/problem+json"})
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "cls"),
+    [
+        (404, "job_not_found", JobNotFound),
+        (409, "lease_lost", LeaseLost),
+        (422, "invalid_request", ValidationError),
+        (503, "database_unavailable", Unavailable),
+        (500, "internal_error", ServerError),
+        (404, None, JobNotFound),
+        (502, None, Unavailable),
+        (418, None, WerkError),
+        (409, "queue_paused", WerkError),
+    ],
+)
+def test_error_mapping(status, code, cls):
+    error = error_from_response(problem(status, code, errors=[{"loc": "jobs.3", "message": "m"}]))
+    assert type(error) is cls
+    assert error.status == status and error.detail == "x"
+    assert error.code == (code or error.code) and error.code
+    assert error.errors == [{"loc": "jobs.3", "message": "m"}] and "jobs.3" in str(error)
+
+
+def test_models_parse_times_and_ignore_unknown_fields():
+    from werk_client import JobRecord
+
+    record = JobRecord.from_wire(JOB)
+    assert record.created_at == datetime(2026, 1, 1, tzinfo=UTC)
+    assert record.enqueued_at is not None and record.enqueued_at.tzinfo is not None
+
+
+def test_job_spec_wire_form():
+    spec = JobSpec("t", [1], queue="q", at=timedelta(seconds=30))
+    wire = spec.to_wire()
+    assert set(wire) == {"jid", "jobtype", "args", "queue", "at"}
+    assert datetime.fromisoformat(wire["at"]) > datetime.now(UTC)
+    assert JobSpec("t").jid != JobSpec("t").jid and len(JobSpec("t").jid) == 32
+    with pytest.raises(ValueError):
+        JobSpec("t", at=datetime(2030, 1, 1)).to_wire()
+
+
+def test_retry_delay_is_capped_and_jittered():
+    policy = RetryPolicy(attempts=5, base=0.5, cap=2.0)
+    delays = [policy.delay(n) for n in range(10) for _ in range(20)]
+    assert all(0 <= d <= 2.0 for d in delays) and len(set(delays)) > 10
+    assert policy.delay(0, retry_after=1.5) >= 1.5
+    assert policy.delay(0, retry_after=60) <= 2.0
+
+
+def test_push_is_retried_on_503_and_connect_errors_with_the_same_jid():
+    seen: list[dict] = []
+    answers = iter(["connect", 503, 502, 201])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        answer = next(answers)
+        if answer == "connect":
+            raise httpx.ConnectError("refused", request=request)
+        if answer != 201:
+            return problem(answer, "database_unavailable" if answer == 503 else None)
+        return httpx.Response(201, json={**JOB, "jid": seen[-1]["jid"]})
+
+    with Client("http://werk.test", retry=FAST_RETRY, transport=httpx.MockTransport(handler)) as c:
+        job = c.push("t", [1])
+    assert len(seen) == 4 and len({body["jid"] for body in seen}) == 1
+    assert job.jid == seen[0]["jid"]
+
+
+def test_retries_give_up_with_a_typed_error():
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    transport = httpx.MockTransport(refuse)
+    with (
+        Client("http://werk.test", retry=FAST_RETRY, transport=transport) as c,
+        pytest.raises(Unavailable) as info,
+    ):
+        c.info()
+    assert info.value.status is None and "ConnectError" in str(info.value)
+
+
+def test_client_errors_are_not_retried_and_fetch_is_not_repeated_after_a_lost_answer():
+    calls = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if request.url.path == "/v1/fetch":
+            raise httpx.ReadError("connection reset", request=request)
+        return problem(422, "invalid_request")
+
+    with Client("http://werk.test", retry=FAST_RETRY, transport=httpx.MockTransport(handler)) as c:
+        with pytest.raises(ValidationError):
+            c.push("t")
+        assert calls["n"] == 1
+        with pytest.raises(Unavailable):
+            c.fetch(["default"], wid="w")
+        assert calls["n"] == 2
+
+
+def test_url_and_token_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("WERK_URL", "http://from-env:1234/")
+    monkeypatch.setenv("WERK_TOKEN", "s3cret")
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(201, json=JOB)
+
+    with Client(transport=httpx.MockTransport(handler)) as c:
+        c.push("t")
+    assert str(seen[0].url) == "http://from-env:1234/v1/jobs"
+    assert seen[0].headers["authorization"] == "Bearer s3cret"
+    assert seen[0].headers["user-agent"].startswith("werk-client-python/")
+
+
+async def test_async_client_retries_too():
+    answers = iter([503, 200])
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        answer = next(answers)
+        if answer == 503:
+            return problem(503, "database_unavailable")
+        return httpx.Response(200, json={"state": "quiet"})
+
+    transport = httpx.MockTransport(handler)
+    async with AsyncClient("http://werk.test", retry=FAST_RETRY, transport=transport) as c:
+        assert await c.beat("w") == "quiet"
+
+
+def test_registry_calling_conventions():
+    registry = Registry()
+
+    @registry.handler("plain")
+    def plain(a, b):
+        return a + b
+
+    @registry.handler("keyword")
+    def keyword(a, *, job):
+        return (a, job)
+
+    @registry.handler(with_job=True)
+    async def whole(job):
+        return job
+
+    assert plain(1, 2) == 3  # the decorator returns the function unchanged
+    job = object()
+    assert registry.get("plain").call([1, 2], job) == 3
+    assert registry.get("keyword").call([1], job) == (1, job)
+    assert registry.get("whole").is_async and registry.get("whole").style == "job"
+    assert registry.jobtypes == ["keyword", "plain", "whole"] and "plain" in registry
+    with pytest.raises(ValueError):
+        registry.register("plain", plain)
+    assert Registry({"x": plain}).get("x").style == "args"
+
+
+def _raise(exc: BaseException) -> BaseException:
+    try:
+        raise exc
+    except BaseException as caught:
+        return caught
+
+
+def test_failure_reports_honour_retry_signals():
+    report = describe_failure(_raise(KeyError("k")), 5)
+    assert (report.errtype, report.message) == ("KeyError", "'k'")
+    assert report.backtrace[-1] == "KeyError: 'k'" and len(report.backtrace) <= 5
+    assert describe_failure(_raise(RetryIn(30)), 5).retry_in == 30
+    assert describe_failure(_raise(RetryIn(0)), 5).errtype == "RetryIn"
+    buried = describe_failure(_raise(NoRetry("bad input")), 5)
+    assert (buried.retry, buried.errtype, buried.message) == (False, "NoRetry", "bad input")
+    try:
+        try:
+            int("x")
+        except ValueError as exc:
+            raise NoRetry() from exc
+    except NoRetry as signal:
+        caused = describe_failure(signal, 3)
+    assert caused.errtype == "ValueError" and "invalid literal" in caused.message
+    assert describe_failure(_raise(ValueError("m")), 0).backtrace == []
+
+
+def test_worker_config_reads_env_and_validates(monkeypatch):
+    monkeypatch.setenv("WERK_BEAT_INTERVAL", "0.5")
+    monkeypatch.setenv("WERK_QUEUES", "critical, default")
+    config = WorkerConfig.from_env(concurrency=3)
+    assert (config.beat_interval, config.queues, config.concurrency) == (
+        0.5,
+        ("critical", "default"),
+        3,
+    )
+    assert WorkerConfig.from_env(queues="a,b").queues == ("a", "b")
+    with pytest.raises(ValueError):
+        WorkerConfig(extend_fraction=0.5)
+    with pytest.raises(TypeError):
+        WorkerConfig.from_env(no_such_option=1)
+
+
+def test_load_registry_finds_registry_handlers_mapping_or_named_attribute(monkeypatch):
+    module = types.ModuleType("sdk_fake_jobs")
+    module.handlers = {"a": lambda: None}
+    module.other = Registry({"b": lambda: None})
+    monkeypatch.setitem(sys.modules, "sdk_fake_jobs", module)
+    registry, name = load_registry("sdk_fake_jobs")
+    assert registry.jobtypes == ["a"] and name == "sdk_fake_jobs"
+    assert load_registry("sdk_fake_jobs:other")[0].jobtypes == ["b"]
+    with pytest.raises(SystemExit, match="no attribute"):
+        load_registry("sdk_fake_jobs:missing")
+    with pytest.raises(SystemExit, match="cannot import"):
+        load_registry("no_such_module_anywhere")

@@ -1,0 +1,90 @@
+"""``Worker`` used from code (no CLI): handlers, middleware, stop(); and the console script."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+from werk_client import AsyncClient, Client, Registry, Worker
+
+from .workers import REPO, WorkerProcess, lines, wait_for
+
+
+async def _eventually(check, timeout: float = 20) -> None:
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(0.05)
+
+
+async def test_worker_from_code_runs_handlers_through_middleware(werk_server):
+    registry = Registry()
+    seen: list[object] = []
+    events: list[tuple[str, str]] = []
+
+    @registry.handler("add")
+    async def add(a, b):
+        seen.append(a + b)
+
+    @registry.handler("sync_add")
+    def sync_add(a, b, *, job):
+        seen.append((a + b, job.attempt))
+
+    @registry.handler("misuse")
+    async def misuse(*, job):
+        job.checkpoint(1)  # the blocking form in an async handler: refused
+
+    async def around(job, call_next):
+        events.append(("before", job.jobtype))
+        await call_next()
+        events.append(("after", job.jobtype))
+
+    async def veto(job, call_next):
+        if job.args == ["veto"]:
+            raise PermissionError("vetoed by middleware")
+        await call_next()
+
+    worker = Worker(
+        registry,
+        url=werk_server.url,
+        concurrency=4,
+        fetch_wait=1,
+        beat_interval=0.5,
+        middleware=[around, veto],
+    )
+    async with AsyncClient(werk_server.url) as client:
+        await client.push("add", [1, 2])
+        await client.push("sync_add", [3, 4])
+        misused = await client.push("misuse")
+        vetoed = await client.push("add", ["veto"])
+        running = asyncio.create_task(worker.run_async())
+
+        async def finished() -> bool:
+            failed = [await client.get(j.jid) for j in (misused, vetoed)]
+            return len(seen) == 2 and all(j.failure is not None for j in failed)
+
+        await _eventually(finished)
+        worker.stop()
+        await asyncio.wait_for(running, 15)
+        assert sorted(map(str, seen)) == ["(7, 1)", "3"]
+        assert ("before", "add") in events and ("after", "sync_add") in events
+        assert (await client.get(misused.jid)).failure.errtype == "TypeError"
+        veto_failure = (await client.get(vetoed.jid)).failure
+        assert (veto_failure.errtype, veto_failure.message) == (
+            "PermissionError",
+            "vetoed by middleware",
+        )
+        assert worker.processed == 2 and worker.failed == 2
+
+
+def test_console_script_runs_a_worker(werk_server, tmp_path):
+    script = REPO / ".venv" / "bin" / "werk-worker"
+    help_text = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert help_text.returncode == 0 and "--concurrency" in help_text.stdout
+
+    with Client(werk_server.url) as client:
+        client.push("record", ["via-script"])
+        with WorkerProcess(
+            werk_server.url, tmp_path, "--queues", "critical,default", program=[str(script)]
+        ):
+            wait_for(lambda: lines(tmp_path, "done.txt"), timeout=30)
+        assert lines(tmp_path, "done.txt")[0].startswith("via-script ")
