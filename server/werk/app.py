@@ -8,10 +8,19 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from werk import __version__
-from werk.api import jobs_routes, problems, system_routes, work_routes
+from werk.api import (
+    admin_routes,
+    auth,
+    jobs_routes,
+    metrics_routes,
+    problems,
+    system_routes,
+    work_routes,
+)
+from werk.api.auth import authorize
 from werk.api.limits import BodyLimit
 from werk.config import Settings
 from werk.db import queries
@@ -21,11 +30,13 @@ from werk.db.migrate import migrate
 from werk.db.pool import connect, create_pool
 from werk.domain.clock import Clock, DatabaseClock
 from werk.faktory.server import FaktoryServer
+from werk.services.admin import AdminService
 from werk.services.container import Services
 from werk.services.faktory_ops import FaktoryOps
 from werk.services.info import InfoService
 from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
+from werk.services.metrics import MetricsService, RequestDurations
 from werk.services.queues import QueueService
 from werk.services.wakeup import WakeHub
 from werk.services.workers import WorkerService
@@ -53,6 +64,7 @@ def create_app(
     clock = clock or DatabaseClock()
 
     @contextlib.asynccontextmanager
+    durations = RequestDurations()
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await prepare_database(dsn)
         pool = await create_pool(
@@ -73,6 +85,8 @@ def create_app(
             queues=QueueService(pool, clock, hub),
         )
         app.state.services = services
+            admin=AdminService(pool, clock, hub),
+            metrics=MetricsService(pool, clock, durations),
         hub.start()
         listener.start()
         if background:
@@ -99,13 +113,25 @@ def create_app(
         openapi_url="/openapi.json",
     )
     app.state.settings = settings
+        root_path=settings.root_path,
     problems.install(app, is_connection_error)
-    app.include_router(jobs_routes.router)
-    app.include_router(work_routes.router)
-    app.include_router(system_routes.router)
+    auth.install(app, settings)
+    # Scopes per router: push (reading a job too: push or work), work, admin for the rest;
+    # /livez and /readyz stay open; /metrics needs metrics (or admin) unless WERK_METRICS_PUBLIC.
+    app.include_router(
+        jobs_routes.router, dependencies=[Depends(authorize("push", read=("push", "work")))]
+    )
+    app.include_router(work_routes.router, dependencies=[Depends(authorize("work"))])
+    app.include_router(
+        system_routes.router,
+        dependencies=[Depends(authorize("admin", public=("/livez", "/readyz")))],
+    )
+    app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
+    app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
 
+    app.add_middleware(metrics_routes.TimeRequests, durations=durations)
 
 def begin_shutdown(app: FastAPI) -> None:
     """Called when the process is told to stop: waiting long polls answer at once."""

@@ -2,25 +2,62 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogLevel = Literal["debug", "info", "warning", "error"]
+# push: push jobs; work: fetch/ack/fail/extend/beat; metrics: scrape /metrics;
+# admin: everything (the admin API and the dashboard included).
+Scope = Literal["push", "work", "admin", "metrics"]
+
+TOKENS_HELP = (
+    "run `werk token --name ops --scope admin` and put the printed entry in "
+    'WERK_TOKENS=\'[{"name":"ops","sha256":"<hex>","scopes":["admin"]}]\''
+)
+
+
+class TokenConfig(BaseModel):
+    """A bearer token. Only its SHA-256 is kept in memory; a plaintext ``token`` given in the
+    configuration is hashed when the settings are read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
+    token: str | None = Field(None, min_length=16, repr=False)
+    scopes: list[Scope] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _hash_plaintext(self) -> TokenConfig:
+        if (self.sha256 is None) == (self.token is None):
+            raise ValueError(f"token {self.name!r}: give exactly one of sha256 and token")
+        if self.token is not None:
+            digest = hashlib.sha256(self.token.encode()).hexdigest()
+            object.__setattr__(self, "sha256", digest)
+            object.__setattr__(self, "token", None)
+        else:
+            object.__setattr__(self, "sha256", (self.sha256 or "").lower())
+        return self
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="WERK_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="WERK_", extra="ignore", hide_input_in_errors=True
+    )
 
     host: str = "127.0.0.1"
     port: int = Field(7420, ge=0, le=65535)
     database_url: str | None = Field(
         None, description="PostgreSQL URL; when absent an embedded PostgreSQL is started."
     )
-    data_dir: Path = Field(Path(".werk"), description="Where the embedded PostgreSQL keeps its data.")
+    data_dir: Path = Field(
+        Path(".werk"), description="Where the embedded PostgreSQL keeps its data."
+    )
     log_level: LogLevel = "info"
     workers: int = Field(1, ge=1, le=64, description="HTTP worker processes (uvicorn).")
 
@@ -31,15 +68,25 @@ class Settings(BaseSettings):
     max_batch: int = Field(1000, ge=1, le=10000)
     max_fetch_wait: float = Field(30.0, ge=0, le=300)
 
-    worker_timeout: float = Field(60.0, gt=0, description="Seconds without a beat before a worker is gone.")
-    max_orphans: int = Field(3, ge=0, description="Orphanings before a job is dead (0 = unlimited).")
-    maintenance_interval: float = Field(1.0, gt=0, description="Seconds between maintenance passes.")
+    worker_timeout: float = Field(
+        60.0, gt=0, description="Seconds without a beat before a worker is gone."
+    )
+    max_orphans: int = Field(
+        3, ge=0, description="Orphanings before a job is dead (0 = unlimited)."
+    )
+    maintenance_interval: float = Field(
+        1.0, gt=0, description="Seconds between maintenance passes."
+    )
     poll_interval: float = Field(
-        1.0, gt=0, description="Long polls re-check the database this often, in case a wake-up was lost."
+        1.0,
+        gt=0,
+        description="Long polls re-check the database this often, in case a wake-up was lost.",
     )
     dead_retention_days: float = Field(180.0, gt=0)
     dead_max: int = Field(100_000, ge=0)
-    completed_retention: float = Field(0.0, ge=0, description="Seconds to keep acked jobs; 0 deletes at ack.")
+    completed_retention: float = Field(
+        0.0, ge=0, description="Seconds to keep acked jobs; 0 deletes at ack."
+    )
 
     # Faktory's wire protocol (FWP), served by the same process beside HTTP.
     faktory_port: int = Field(
@@ -63,11 +110,48 @@ class Settings(BaseSettings):
         2.0, ge=0, le=30, description="Seconds an FWP FETCH blocks when its queues are empty."
     )
 
+    tokens: list[TokenConfig] = Field(
+        default_factory=list,
+        description="Bearer tokens with scopes (JSON). None: everything is open, loopback only.",
+    )
+    insecure: bool = Field(False, description="Allow a non-loopback bind without tokens.")
+    metrics_public: bool = Field(
+        False, description="Serve /metrics without a token (else a metrics or admin token)."
+    )
+    session_max_age: int = Field(12 * 3600, ge=60, description="Dashboard login lifetime (s).")
+    session_secret: SecretStr | None = Field(
+        None,
+        description="Mixed into dashboard session signatures (the same on every node); without it "
+        "the token hashes alone sign sessions.",
+    )
+    auth_failures_per_minute: int = Field(
+        20, ge=1, description="Failed authentications allowed per client address per minute."
+    )
+    root_path: str = Field(
+        "",
+        pattern=r"^(/[A-Za-z0-9._~-]+)*$",
+        description="Path prefix when served behind a proxy (X-Forwarded-Prefix also works).",
+    )
+
     @model_validator(mode="after")
     def _pool_sizes(self) -> Settings:
         if self.pool_min_size > self.pool_max_size:
             raise ValueError("pool_min_size must not exceed pool_max_size")
         return self
+
+    @model_validator(mode="after")
+    def _public_bind_needs_tokens(self) -> Settings:
+        if not self.tokens and not self.insecure and not self.binds_loopback:
+            raise ValueError(
+                f"refusing to bind {self.host} without authentication: anyone who can reach it "
+                f"could push, fetch and delete jobs. Configure tokens ({TOKENS_HELP}), bind "
+                "127.0.0.1, or pass --insecure (WERK_INSECURE=1) if something else guards it"
+            )
+        return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.tokens)
 
     @property
     def binds_loopback(self) -> bool:

@@ -70,3 +70,22 @@ class EmbeddedPostgres:
         if self.server is not None:
             self.server.cleanup()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RestartablePostgres(EmbeddedPostgres):
+    """A private embedded PostgreSQL that a test may stop and start again (outage scenarios)."""
+
+    def _pg_ctl(self, *args: str) -> None:
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(list(args), pgdata=self.dir / "pgdata", user=self.server.system_user, timeout=60)
+
+    def halt(self) -> None:
+        self._pg_ctl("-w", "-m", "fast", "stop")
+
+    def resume(self) -> None:
+        socket_dir = self.server.get_postmaster_info().socket_dir
+        self._pg_ctl(
+            "-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(self.dir / "pgdata" / "log"),
+            "start",
+        )

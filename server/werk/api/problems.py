@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -64,7 +64,9 @@ def _loc(parts: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in parts) or "body"
 
 
-def install(app: FastAPI, is_unavailable: Callable[[BaseException], bool]) -> None:
+def install(app: FastAPI, unavailable: tuple[type[BaseException], ...]) -> None:
+    """``unavailable``: the exception types that mean the database is away (answered 503)."""
+
     async def on_werk_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, WerkError)
         return werk_problem(exc)
@@ -97,11 +99,12 @@ def install(app: FastAPI, is_unavailable: Callable[[BaseException], bool]) -> No
             headers=exc.headers,
         )
 
+    async def on_unavailable(_request: Request, exc: Exception) -> Response:
+        log.warning("database unavailable: %s", exc)
+        return werk_problem(DatabaseUnavailable("the database is unreachable; retry shortly"))
+
     async def on_unexpected(_request: Request, exc: Exception) -> Response:
-        if is_unavailable(exc):
-            log.warning("database unavailable: %s", exc)
-            return werk_problem(DatabaseUnavailable("the database is unreachable; retry shortly"))
-        log.exception("unhandled error")
+        log.error("unhandled error", exc_info=exc)
         return problem(
             500,
             "internal_error",
@@ -112,4 +115,6 @@ def install(app: FastAPI, is_unavailable: Callable[[BaseException], bool]) -> No
     app.add_exception_handler(WerkError, on_werk_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(HTTPException, on_http)
+    for exc_type in unavailable:
+        app.add_exception_handler(exc_type, on_unavailable)
     app.add_exception_handler(Exception, on_unexpected)

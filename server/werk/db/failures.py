@@ -1,5 +1,5 @@
-"""Classifies driver errors, so the layers above can answer 503 instead of 500 while the
-database is away, without importing the driver themselves."""
+"""The driver errors that mean "the database is away", so the layers above can answer 503 instead
+of 500 without importing the driver themselves."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import asyncio
 
 import asyncpg
 
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+)
+
 
 def is_connection_error(exc: BaseException) -> bool:
-    return isinstance(
-        exc,
-        OSError
-        | asyncio.TimeoutError
-        | asyncpg.PostgresConnectionError
-        | asyncpg.InterfaceError
-        | asyncpg.CannotConnectNowError
-        | asyncpg.AdminShutdownError
-        | asyncpg.CrashShutdownError,
-    )
+    return isinstance(exc, CONNECTION_ERRORS)
