@@ -24,7 +24,7 @@ from werk.api.auth import authorize
 from werk.api.limits import BodyLimit
 from werk.config import Settings
 from werk.db import queries
-from werk.db.failures import is_connection_error
+from werk.db.failures import CONNECTION_ERRORS
 from werk.db.listener import Listener
 from werk.db.migrate import migrate
 from werk.db.pool import connect, create_pool
@@ -58,13 +58,15 @@ def create_app(
 ) -> FastAPI:
     """``background=False`` leaves out the maintenance loop, for tests that drive it by hand."""
     if not settings.database_url:
-        raise ValueError("create_app needs settings.database_url (the CLI starts the embedded "
-                         "PostgreSQL and fills it in)")
+        raise ValueError(
+            "create_app needs settings.database_url (the CLI starts the embedded "
+            "PostgreSQL and fills it in)"
+        )
     dsn = settings.database_url
     clock = clock or DatabaseClock()
+    durations = RequestDurations()
 
     @contextlib.asynccontextmanager
-    durations = RequestDurations()
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await prepare_database(dsn)
         pool = await create_pool(
@@ -83,10 +85,10 @@ def create_app(
             hub=hub,
             maintenance=Maintenance(pool, clock, hub, settings),
             queues=QueueService(pool, clock, hub),
-        )
-        app.state.services = services
             admin=AdminService(pool, clock, hub),
             metrics=MetricsService(pool, clock, durations),
+        )
+        app.state.services = services
         hub.start()
         listener.start()
         if background:
@@ -111,10 +113,10 @@ def create_app(
         summary="Language-agnostic background jobs over HTTP, stored in PostgreSQL.",
         lifespan=lifespan,
         openapi_url="/openapi.json",
+        root_path=settings.root_path,
     )
     app.state.settings = settings
-        root_path=settings.root_path,
-    problems.install(app, is_connection_error)
+    problems.install(app, CONNECTION_ERRORS)
     auth.install(app, settings)
     # Scopes per router: push (reading a job too: push or work), work, admin for the rest;
     # /livez and /readyz stay open; /metrics needs metrics (or admin) unless WERK_METRICS_PUBLIC.
@@ -129,9 +131,9 @@ def create_app(
     app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(metrics_routes.TimeRequests, durations=durations)
     return app
 
-    app.add_middleware(metrics_routes.TimeRequests, durations=durations)
 
 def begin_shutdown(app: FastAPI) -> None:
     """Called when the process is told to stop: waiting long polls answer at once."""

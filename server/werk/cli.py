@@ -28,6 +28,22 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data (WERK_DATA_DIR)")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--workers", type=int, help="HTTP worker processes (WERK_WORKERS)")
+    serve.add_argument(
+        "--insecure",
+        action="store_const",
+        const=True,
+        help="allow binding a non-loopback address without tokens (WERK_INSECURE)",
+    )
+
+    token = sub.add_parser("token", help="generate a bearer token and its WERK_TOKENS entry")
+    token.add_argument("--name", required=True, help="a name for the token (shown in logs)")
+    token.add_argument(
+        "--scope",
+        action="append",
+        choices=["push", "work", "admin", "metrics"],
+        required=True,
+        help="repeat for several scopes",
+    )
 
     openapi = sub.add_parser("openapi", help="print the OpenAPI document")
     openapi.add_argument("--output", type=Path, help="write to this file instead of stdout")
@@ -80,12 +96,31 @@ def _openapi(output: Path | None) -> None:
         output.write_text(text)
 
 
+def _token(name: str, scopes: list[str]) -> None:
+    import hashlib
+    import json
+    import secrets
+
+    token = secrets.token_urlsafe(32)
+    entry = {
+        "name": name,
+        "sha256": hashlib.sha256(token.encode()).hexdigest(),
+        "scopes": sorted(set(scopes)),
+    }
+    sys.stdout.write(
+        f"token (give it to the client; it is not stored anywhere): {token}\n"
+        f"WERK_TOKENS entry (the server keeps only the hash): {json.dumps(entry)}\n"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         _serve(_settings(args))
     elif args.command == "openapi":
         _openapi(args.output)
+    elif args.command == "token":
+        _token(args.name, args.scope)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The one error tree. Each error has a stable machine ``code``; the API renders it as problem+json."""
+"""The one error tree. Each error has a stable machine ``code``, rendered as problem+json."""
 
 from __future__ import annotations
 
@@ -52,3 +52,36 @@ class SchemaTooNew(WerkError):
     code = "schema_too_new"
     status = 500
     title = "The database schema is newer than this server"
+
+
+class Unauthorized(WerkError):
+    code = "unauthorized"
+    status = 401
+    title = "A valid bearer token is required"
+
+
+class Forbidden(WerkError):
+    code = "forbidden"
+    status = 403
+    title = "The token lacks the scope this request needs"
+
+
+class TooManyAuthFailures(WerkError):
+    code = "too_many_auth_failures"
+    status = 429
+    title = "Too many failed authentication attempts"
+
+
+class JobStateConflict(WerkError):
+    """The operator action does not apply to the job's current state (e.g. retrying an active
+    job)."""
+
+    code = "job_state_conflict"
+    status = 409
+    title = "The action does not apply to the job in its current state"
+
+
+class WorkerNotFound(WerkError):
+    code = "worker_not_found"
+    status = 404
+    title = "No such worker"

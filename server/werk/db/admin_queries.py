@@ -46,3 +46,94 @@ def _queue_row(r: Any) -> QueueRow:
         paused=bool(r["paused"]),
         counts={str(k): int(v) for k, v in r["counts"].items()},
     )
+
+
+# -- jobs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs a list or a bulk action covers; None matches anything."""
+
+    state: str | None = None
+    queue: str | None = None
+    jobtype: str | None = None
+    text_pattern: str | None = None  # an ILIKE pattern matched against errtype and message
+    failed: bool | None = None  # failed at least once (retrying/dead) or never
+
+    def args(self) -> tuple[Any, ...]:
+        return (self.state, self.queue, self.jobtype, self.text_pattern, self.failed)
+
+
+async def list_jobs(
+    db: Executor,
+    where: JobFilter,
+    *,
+    newest_first: bool,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> list[Any]:
+    created_at, jid = after if after is not None else (None, None)
+    name = "admin_job_list_newest" if newest_first else "admin_job_list_oldest"
+    return await db.fetch(sql(name), *where.args(), created_at, jid, limit)
+
+
+JOB_ACTIONS = {
+    "retry": "admin_job_retry",
+    "kill": "admin_job_kill",
+    "cancel": "admin_job_cancel",
+    "delete": "admin_job_delete",
+}
+
+
+async def act_on_jobs(
+    db: Executor,
+    action: str,
+    now: datetime | None,
+    where: JobFilter,
+    *,
+    jids: list[str] | None,
+    limit: int,
+) -> list[Any]:
+    """Apply ``action`` (a key of JOB_ACTIONS) to at most ``limit`` matching jobs; returns the
+    (jid, queue) rows it changed."""
+    return await db.fetch(sql(JOB_ACTIONS[action]), *where.args(), jids, limit, now)
+
+
+# -- workers --------------------------------------------------------------------------------
+
+
+async def list_workers(db: Executor, *, include_gone: bool, wid: str | None = None) -> list[Any]:
+    return await db.fetch(sql("worker_list"), include_gone, wid)
+
+
+async def signal_workers(db: Executor, wids: list[str] | None, state: str) -> list[Any]:
+    return await db.fetch(sql("worker_signal"), wids, state)
+
+
+# -- history and metrics --------------------------------------------------------------------
+
+
+async def history(db: Executor, now: datetime | None, days: int, queue: str | None) -> list[Any]:
+    return await db.fetch(sql("admin_history"), now, days, queue)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounters:
+    queue: str
+    pushed: int
+    processed: int
+    failed: int
+    leases_expired: int
+
+
+async def metrics_counters(db: Executor) -> tuple[list[QueueCounters], dict[str, int]]:
+    """Lifetime counters per queue, and live workers per instructed state."""
+    rows = await db.fetch(sql("metrics_counters"))
+    queues = [
+        QueueCounters(r["name"], r["pushed"], r["processed"], r["failed"], r["leases_expired"])
+        for r in rows
+        if r["kind"] == "queue"
+    ]
+    workers = {r["name"]: int(r["pushed"]) for r in rows if r["kind"] == "workers"}
+    return queues, workers

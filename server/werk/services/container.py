@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from werk.services.admin import AdminService
 from werk.services.info import InfoService
 from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
+from werk.services.metrics import MetricsService
 from werk.services.queues import QueueService
 from werk.services.wakeup import WakeHub
 from werk.services.workers import WorkerService
@@ -20,3 +22,5 @@ class Services:
     hub: WakeHub
     maintenance: Maintenance
     queues: QueueService
+    admin: AdminService
+    metrics: MetricsService

@@ -59,11 +59,12 @@ failed AS (
     RETURNING j.jid, j.queue, j.state, j.errtype, t.poisoned
 ),
 counted AS (
-    INSERT INTO werk_counters AS k (day, queue, shard, processed, failed)
-    SELECT (c.now AT TIME ZONE 'UTC')::date, t.queue, $5::smallint, count(*), count(*)
+    INSERT INTO werk_counters AS k (day, queue, shard, processed, failed, leases_expired)
+    SELECT (c.now AT TIME ZONE 'UTC')::date, t.queue, $5::smallint, count(*), count(*), count(*)
     FROM target t CROSS JOIN clock c
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard)
-    DO UPDATE SET processed = k.processed + excluded.processed, failed = k.failed + excluded.failed
+    DO UPDATE SET processed = k.processed + excluded.processed, failed = k.failed + excluded.failed,
+                  leases_expired = k.leases_expired + excluded.leases_expired
 )
 SELECT t.jid, t.queue, t.errtype, t.outcome, t.poisoned FROM target t

@@ -1,0 +1,103 @@
+"""Wire models of the admin API (jobs, queues, workers, history)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from werk.api.schemas import Job, QueueName
+from werk.domain import job as rules
+
+StateFilter = Literal[
+    "scheduled", "retrying", "available", "active", "completed", "dead", "cancelled"
+]
+Order = Literal["newest", "oldest"]
+SearchText = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00]*$")]
+JobtypeFilter = Annotated[
+    str, StringConstraints(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH, pattern=r"^[^\x00]*$")
+]
+
+
+class JobPage(BaseModel):
+    jobs: list[Job]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class BulkAction(BaseModel):
+    """Which jobs a bulk action covers (all filters optional) and how many at most."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    state: StateFilter | None = Field(
+        None, description="`retrying` = scheduled jobs that failed before."
+    )
+    queue: QueueName | None = None
+    jobtype: JobtypeFilter | None = None
+    q: SearchText | None = Field(None, description="Text contained in errtype or message.")
+    failed: bool | None = Field(None, description="Jobs that failed at least once (or never).")
+    limit: int = Field(1000, ge=1, le=10_000, description="Change at most this many jobs.")
+
+
+class BulkResult(BaseModel):
+    action: Literal["retry", "kill", "cancel", "delete"]
+    changed: int
+    more: bool = Field(description="`changed` reached `limit`: repeat to cover more jobs.")
+
+
+class QueueDetail(BaseModel):
+    name: str
+    size: int = Field(description="Available jobs (waiting to be fetched).")
+    latency_seconds: float = Field(description="Age of the oldest available job.")
+    paused: bool
+    counts: dict[str, int] = Field(description="Jobs per state (states with none are absent).")
+
+
+class QueueList(BaseModel):
+    queues: list[QueueDetail]
+
+
+class QueueCleared(BaseModel):
+    queue: str
+    deleted: int
+
+
+class Worker(BaseModel):
+    wid: str
+    hostname: str
+    pid: int | None
+    labels: list[str]
+    rss_kb: int | None
+    reported_state: str | None = Field(description="What the worker last said it was doing.")
+    state: rules.WorkerState = Field(description="What the server tells it (next beat).")
+    started_at: datetime
+    last_beat_at: datetime
+    gone_at: datetime | None
+    busy: int = Field(description="Jobs it holds now.")
+
+
+class WorkerList(BaseModel):
+    workers: list[Worker]
+
+
+class WorkerSignalled(BaseModel):
+    wid: str
+    state: rules.WorkerState
+
+
+class WorkersSignalled(BaseModel):
+    changed: int
+
+
+class HistoryDay(BaseModel):
+    day: date
+    processed: int
+    failed: int
+    pushed: int
+
+
+class History(BaseModel):
+    days: list[HistoryDay]

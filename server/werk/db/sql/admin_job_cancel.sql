@@ -1,0 +1,28 @@
+-- Cancel: scheduled, available and active jobs matching the filters become cancelled at $8
+-- (NULL = now) and will not run (again). An active job loses its lease. Filters, $6 and $7 as
+-- in admin_job_retry.sql. Returns the changed jobs.
+WITH clock AS (
+    SELECT coalesce($8::timestamptz, now()) AS now
+),
+target AS (
+    SELECT j.jid
+    FROM werk_jobs j
+    WHERE ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
+      AND ($2::text IS NULL OR j.queue = $2::text)
+      AND ($3::text IS NULL OR j.jobtype = $3::text)
+      AND ($4::text IS NULL OR j.errtype ILIKE $4::text OR j.message ILIKE $4::text)
+      AND ($5::boolean IS NULL OR (j.failed_at IS NOT NULL) = $5::boolean)
+      AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
+      AND j.state IN ('scheduled', 'available', 'active')
+    ORDER BY j.created_at, j.jid
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE werk_jobs j
+SET state = 'cancelled',
+    finished_at = c.now,
+    lease = NULL,
+    lease_expires_at = NULL
+FROM target t, clock c
+WHERE j.jid = t.jid
+RETURNING j.jid, j.queue

@@ -1,0 +1,23 @@
+-- Delete jobs in any state matching the filters (an active job's worker then gets job_not_found).
+-- Filters, $6 and $7 as in admin_job_retry.sql ($8 is unused, kept for a uniform signature).
+WITH clock AS (
+    SELECT coalesce($8::timestamptz, now()) AS now
+),
+target AS (
+    SELECT j.jid
+    FROM werk_jobs j
+    WHERE ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
+      AND ($2::text IS NULL OR j.queue = $2::text)
+      AND ($3::text IS NULL OR j.jobtype = $3::text)
+      AND ($4::text IS NULL OR j.errtype ILIKE $4::text OR j.message ILIKE $4::text)
+      AND ($5::boolean IS NULL OR (j.failed_at IS NOT NULL) = $5::boolean)
+      AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
+      AND j.state IN ('scheduled', 'available', 'active', 'completed', 'dead', 'cancelled')
+    ORDER BY j.created_at, j.jid
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
+)
+DELETE FROM werk_jobs j
+USING target t
+WHERE j.jid = t.jid
+RETURNING j.jid, j.queue

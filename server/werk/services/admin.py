@@ -1,0 +1,198 @@
+"""What operators do to jobs and workers, and the daily history.
+
+Every action is one set-based statement (see db/sql/admin_job_*.sql); bulk actions are bounded
+and report how many jobs they changed, so an operator can repeat them until nothing is left.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import asyncpg
+import orjson
+
+from werk.db import admin_queries, queries
+from werk.db.admin_queries import JobFilter
+from werk.domain.clock import Clock
+from werk.domain.job import JobState, WorkerState
+from werk.errors import InvalidRequest, JobNotFound, JobStateConflict, WorkerNotFound
+from werk.services.queues import check_queue_name
+from werk.services.wakeup import WakeHub, counts_by_queue
+
+Row = Mapping[str, Any]
+JobAction = Literal["retry", "kill", "cancel", "delete"]
+
+# A state filter may also name "retrying": scheduled jobs that failed before.
+RETRYING = "retrying"
+FILTER_STATES = frozenset({*(s.value for s in JobState), RETRYING})
+
+BULK_MAX = 10_000
+PAGE_MAX = 500
+
+_APPLIES_TO: dict[str, str] = {
+    "retry": "dead and scheduled (including retrying) jobs",
+    "kill": "scheduled, available and active jobs",
+    "cancel": "scheduled, available and active jobs",
+    "delete": "jobs in any state",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    """Operator-facing filters; ``text`` is a plain substring of errtype or message."""
+
+    state: str | None = None
+    queue: str | None = None
+    jobtype: str | None = None
+    text: str | None = None
+    failed: bool | None = None
+
+    def to_filter(self) -> JobFilter:
+        state, failed = self.state, self.failed
+        if state is not None and state not in FILTER_STATES:
+            raise InvalidRequest(
+                f"unknown state {state!r}; use one of {', '.join(sorted(FILTER_STATES))}",
+                errors=[{"loc": "state", "message": "unknown state"}],
+            )
+        if state == RETRYING:
+            state, failed = JobState.SCHEDULED.value, True
+        if self.queue is not None:
+            check_queue_name(self.queue)
+        return JobFilter(
+            state=state,
+            queue=self.queue,
+            jobtype=self.jobtype or None,
+            text_pattern=_contains_pattern(self.text) if self.text else None,
+            failed=failed,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    jobs: list[Row]
+    next_cursor: str | None
+
+
+def _contains_pattern(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def encode_cursor(row: Row) -> str:
+    raw = orjson.dumps([row["created_at"].isoformat(), row["jid"]])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, jid = orjson.loads(raw)
+        return datetime.fromisoformat(created_at), str(jid)
+    except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError) as exc:
+        raise InvalidRequest(
+            "invalid cursor: pass next_cursor from the previous page unchanged",
+            errors=[{"loc": "cursor", "message": "invalid cursor"}],
+        ) from exc
+
+
+class AdminService:
+    def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._hub = hub
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    async def list_jobs(
+        self,
+        query: JobQuery,
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        newest_first: bool = True,
+    ) -> JobPage:
+        """One page of matching jobs; ``next_cursor`` is None on the last page."""
+        if not 1 <= limit <= PAGE_MAX:
+            raise InvalidRequest(f"limit must be between 1 and {PAGE_MAX}")
+        rows = await admin_queries.list_jobs(
+            self._pool,
+            query.to_filter(),
+            newest_first=newest_first,
+            after=decode_cursor(cursor) if cursor else None,
+            limit=limit + 1,
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return JobPage(
+            jobs=[dict(r) for r in rows],
+            next_cursor=encode_cursor(rows[-1]) if more and rows else None,
+        )
+
+    async def act(self, action: JobAction, jid: str) -> Row | None:
+        """Apply ``action`` to one job; returns the job afterwards (None once deleted)."""
+        rows = await admin_queries.act_on_jobs(
+            self._pool, action, self._clock.now(), JobFilter(), jids=[jid], limit=1
+        )
+        if not rows:
+            current = await queries.get_job(self._pool, jid)
+            if current is None:
+                raise JobNotFound(f"no job with jid {jid!r}")
+            raise JobStateConflict(
+                f"job {jid!r} is {current['state']}; {action} applies to {_APPLIES_TO[action]}"
+            )
+        self._woken(action, rows)
+        if action == "delete":
+            return None
+        job = await queries.get_job(self._pool, jid)
+        return dict(job) if job is not None else None
+
+    async def act_bulk(self, action: JobAction, query: JobQuery, *, limit: int = 1000) -> int:
+        """Apply ``action`` to at most ``limit`` matching jobs (oldest first); returns how many
+        changed. Repeat while it returns ``limit`` to cover more."""
+        if not 1 <= limit <= BULK_MAX:
+            raise InvalidRequest(f"limit must be between 1 and {BULK_MAX}")
+        rows = await admin_queries.act_on_jobs(
+            self._pool, action, self._clock.now(), query.to_filter(), jids=None, limit=limit
+        )
+        self._woken(action, rows)
+        return len(rows)
+
+    def _woken(self, action: str, rows: list[Any]) -> None:
+        if action == "retry":
+            self._hub.jobs_arrived(counts_by_queue(r["queue"] for r in rows))
+
+    # -- workers -------------------------------------------------------------------------
+
+    async def workers(self, *, include_gone: bool = False) -> list[Row]:
+        rows = await admin_queries.list_workers(self._pool, include_gone=include_gone)
+        return [dict(r) for r in rows]
+
+    async def signal(self, wid: str, state: WorkerState) -> str:
+        """Ask one worker to quiet or terminate; returns its state (a state only moves
+        forward, so quieting a terminating worker leaves it terminating)."""
+        changed = await admin_queries.signal_workers(self._pool, [wid], state.value)
+        if changed:
+            return str(changed[0]["state"])
+        rows = await admin_queries.list_workers(self._pool, include_gone=False, wid=wid)
+        if not rows:
+            raise WorkerNotFound(f"no live worker with wid {wid!r}")
+        return str(rows[0]["state"])
+
+    async def signal_all(self, state: WorkerState) -> int:
+        """Ask every live worker to quiet or terminate; returns how many changed state."""
+        return len(await admin_queries.signal_workers(self._pool, None, state.value))
+
+    # -- history -------------------------------------------------------------------------
+
+    async def history(self, days: int, queue: str | None = None) -> list[Row]:
+        if not 1 <= days <= 366:
+            raise InvalidRequest("days must be between 1 and 366")
+        if queue is not None:
+            check_queue_name(queue)
+        rows = await admin_queries.history(self._pool, self._clock.now(), days, queue)
+        return [dict(r) for r in rows]
