@@ -72,7 +72,9 @@ class FwpServer:
 
 
 @pytest.fixture
-def fwp_server_factory(werk_server_factory: Callable[..., ServerProcess]) -> Callable[..., FwpServer]:
+def fwp_server_factory(
+    werk_server_factory: Callable[..., ServerProcess],
+) -> Callable[..., FwpServer]:
     def start(**env: str) -> FwpServer:
         port = free_port()
         settings = {"WERK_FAKTORY_PORT": str(port), "WERK_MAINTENANCE_INTERVAL": "0.2"}

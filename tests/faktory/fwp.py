@@ -4,6 +4,7 @@ independent of the server's code, so the tests check the wire, not the implement
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import socket
@@ -60,7 +61,12 @@ class Fwp:
         return conn
 
     async def handshake(
-        self, *, wid: str | None = None, password: str | None = None, v: int | None = 2, **extra: Any
+        self,
+        *,
+        wid: str | None = None,
+        password: str | None = None,
+        v: int | None = 2,
+        **extra: Any,
     ) -> Reply:
         hi = await self.read()
         assert hi.kind == "+" and hi.text is not None and hi.text.startswith("HI "), hi
@@ -111,10 +117,8 @@ class Fwp:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(ConnectionError, OSError):
             await self.writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
 
 
 def free_port() -> int:
@@ -124,5 +128,7 @@ def free_port() -> int:
         return port
 
 
-def job(jid: str, jobtype: str = "t", args: list[Any] | None = None, **fields: Any) -> dict[str, Any]:
+def job(
+    jid: str, jobtype: str = "t", args: list[Any] | None = None, **fields: Any
+) -> dict[str, Any]:
     return {"jid": jid, "jobtype": jobtype, "args": args if args is not None else [], **fields}
