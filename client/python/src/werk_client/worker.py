@@ -361,35 +361,65 @@ class Worker:
 
     # -- fetching --------------------------------------------------------------------------
 
+    def _max_fetches(self) -> int:
+        """Concurrent fetch requests: enough that small fetch sizes can fill the capacity.
+
+        With ``fetch_size=1`` every free slot long-polls on its own (as Faktory workers do);
+        with batches, one request usually takes all free capacity and a second one pipelines.
+        """
+        per_request = self.config.fetch_size
+        return max(2, -(-self.config.concurrency // per_request))
+
     async def _fetch_loop(self) -> None:
+        """Keep fetch requests in flight for all free capacity, until quiet or shutdown.
+
+        Capacity asked for by in-flight fetches counts as taken, so running plus requested
+        jobs never exceed ``concurrency``. Cancelling this task cancels its fetches.
+        """
+        fetches: set[asyncio.Task[None]] = set()
+        self._requested = 0
+        self._fetch_failures = 0
+        try:
+            while self._state == "running":
+                free = self.config.concurrency - len(self._running) - self._requested
+                if free <= 0 or len(fetches) >= self._max_fetches():
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                count = min(free, self.config.fetch_size)
+                self._requested += count
+                task = asyncio.create_task(self._fetch(count), name="werk-fetch-request")
+                fetches.add(task)
+                task.add_done_callback(fetches.discard)
+            if fetches:
+                # Quiet: jobs leased by fetches already in flight are ours; run them.
+                await asyncio.gather(*fetches, return_exceptions=True)
+        finally:
+            for task in fetches:
+                task.cancel()
+
+    async def _fetch(self, count: int) -> None:
         assert self._client is not None
-        failures = 0
-        while self._state == "running":
-            free = self.config.concurrency - len(self._running)
-            if free <= 0:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            try:
-                records = await self._client.fetch(
-                    self.config.queues,
-                    wid=self.wid,
-                    count=min(free, self.config.fetch_size),
-                    wait=self.config.fetch_wait,
-                )
-            except WerkError as exc:
-                failures += 1
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6))
-                denied = isinstance(exc, Unauthorized | Forbidden)
-                level = logging.ERROR if denied else logging.WARNING
-                self.log.log(level, "fetch failed (%s); retrying in %.1fs", exc, delay)
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
-                continue
-            failures = 0
-            for record in records:
-                self._start(record)
+        try:
+            records = await self._client.fetch(
+                self.config.queues, wid=self.wid, count=count, wait=self.config.fetch_wait
+            )
+        except WerkError as exc:
+            self._fetch_failures += 1
+            delay = min(30.0, 0.5 * 2 ** min(self._fetch_failures, 6))
+            denied = isinstance(exc, Unauthorized | Forbidden)
+            level = logging.ERROR if denied else logging.WARNING
+            self.log.log(level, "fetch failed (%s); retrying in %.1fs", exc, delay)
+            # Hold the requested capacity while backing off, so no other fetch hammers a
+            # server that is down.
+            await asyncio.sleep(delay)
+            return
+        finally:
+            self._requested -= count
+            self._wake.set()
+        self._fetch_failures = 0
+        for record in records:
+            self._start(record)
 
     def _start(self, record: JobRecord) -> None:
         run = _Running(record, self.registry.get(record.jobtype), self)
