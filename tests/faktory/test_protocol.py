@@ -585,3 +585,24 @@ async def test_glob_translation():
     assert glob_to_regex("[ab]x") == "^[ab]x$"
     assert glob_to_regex("a.b") == "^a\\.b$"
     assert glob_to_regex("\\*") == "^\\*$"
+
+
+async def test_database_outage_answers_without_killing_workers(fwp, monkeypatch):
+    """A FETCH that fails answers "no job" (workers die on a FETCH error); other commands get
+    -ERR and the connection stays usable."""
+
+    async def unavailable(*args, **kwargs):
+        raise ConnectionRefusedError("database down")
+
+    conn = await Fwp.connect(fwp.port, wid="outage-w")
+    monkeypatch.setattr(fwp.services.jobs, "fetch", unavailable)
+    monkeypatch.setattr(fwp.services.jobs, "push", unavailable)
+    started = time.monotonic()
+    reply = await conn.call("FETCH default")
+    assert reply.kind == "$" and reply.text is None
+    assert time.monotonic() - started >= 0.25  # paced like an empty fetch
+    reply = await conn.cmd("PUSH", job("outage01"))
+    assert reply.kind == "-" and "database is unavailable" in reply.text
+    monkeypatch.undo()
+    assert str(await conn.cmd("PUSH", job("outage01"))) == "+OK"
+    await conn.close()

@@ -3,6 +3,7 @@ SQL or decides what happens to a job: the services do."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import resource
@@ -15,6 +16,7 @@ from typing import Any
 
 from werk import __version__
 from werk.config import Settings
+from werk.db.failures import is_connection_error
 from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
 from werk.faktory import protocol
 from werk.faktory.jobs import (
@@ -152,10 +154,10 @@ class Commands:
             if isinstance(exc, DatabaseUnavailable):
                 log.warning("FWP %s: %s", command.verb, exc.detail)
             return protocol.error(exc.detail)
-        except OSError as exc:  # the database connection went away
-            log.warning("FWP %s failed: %s", command.verb, exc)
-            return protocol.error("the database is unavailable; try again")
-        except Exception:
+        except Exception as exc:
+            if is_connection_error(exc):
+                log.warning("FWP %s failed, the database is unavailable: %s", command.verb, exc)
+                return protocol.error("the database is unavailable; try again")
             log.exception("FWP %s failed", command.verb)
             return protocol.error("internal error (see the server log)")
 
@@ -199,10 +201,19 @@ class Commands:
         if not queues:
             raise InvalidJob("FETCH needs at least one queue")
         queues = list(dict.fromkeys(queues))[:MAX_FETCH_QUEUES]
-        rows = await self._services.jobs.fetch(
-            queues, session.fetch_wid, 1, self._settings.faktory_fetch_wait
-        )
+        wait = self._settings.faktory_fetch_wait
+        started = time.monotonic()
+        try:
+            rows = await self._services.jobs.fetch(queues, session.fetch_wid, 1, wait)
+        except Exception as exc:
+            # Workers treat a FETCH error as fatal (the Python worker dies): answer "no job"
+            # and let them ask again.
+            log.warning("FWP FETCH failed (answered with no job): %s", exc)
+            rows = []
         if not rows:
+            # Pace empty answers even when the fetch returned early (shutting down, database
+            # away), so workers do not spin.
+            await asyncio.sleep(max(0.0, wait - (time.monotonic() - started)))
             return protocol.NIL
         return protocol.bulk(protocol.dump_json(faktory_job(rows[0])))
 
