@@ -32,6 +32,9 @@ class AckBatcher:
         Raises the client's error if the batch request failed (after its own retries).
         """
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        # Mark the outcome as seen even if the caller was cancelled meanwhile, so a failed
+        # batch does not also produce "exception was never retrieved" noise.
+        future.add_done_callback(_consume)
         self._pending.append((jid, lease, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="werk-ack-flush")
@@ -54,3 +57,8 @@ class AckBatcher:
                     future.set_result(jid in acked)
             if len(batch) > 1:
                 log.debug("batch ack", extra={"count": len(batch)})
+
+
+def _consume(future: asyncio.Future[bool]) -> None:
+    if not future.cancelled():
+        future.exception()

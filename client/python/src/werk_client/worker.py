@@ -19,6 +19,7 @@ import functools
 import inspect
 import logging
 import os
+import random
 import signal
 import socket
 import threading
@@ -406,7 +407,8 @@ class Worker:
             )
         except WerkError as exc:
             self._fetch_failures += 1
-            delay = min(30.0, 0.5 * 2 ** min(self._fetch_failures, 6))
+            # Capped low: after a server restart, work should resume within seconds.
+            delay = random.uniform(0.5, min(5.0, 0.5 * 2 ** min(self._fetch_failures, 4)))
             denied = isinstance(exc, Unauthorized | Forbidden)
             level = logging.ERROR if denied else logging.WARNING
             self.log.log(level, "fetch failed (%s); retrying in %.1fs", exc, delay)
