@@ -150,7 +150,12 @@ def _database_lines(
         "werk_queue_latency_seconds", "gauge", "Age of the queue's oldest available job."
     )
     paused = _Family("werk_queue_paused", "gauge", "1 while the queue is paused.")
-    for q in queues:
+    # A queue that once had jobs keeps its series (at zero) rather than vanishing.
+    known = {q.name for q in queues}
+    idle = [
+        admin_queries.QueueRow(c.queue, 0, 0.0, False, {}) for c in counters if c.queue not in known
+    ]
+    for q in sorted([*queues, *idle], key=lambda q: q.name):
         for state in JobState:
             if state is JobState.COMPLETED and state.value not in q.counts:
                 continue  # only present when completed jobs are retained
