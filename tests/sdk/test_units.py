@@ -270,3 +270,12 @@ def test_load_registry_finds_registry_handlers_mapping_or_named_attribute(monkey
         load_registry("sdk_fake_jobs:missing")
     with pytest.raises(SystemExit, match="cannot import"):
         load_registry("no_such_module_anywhere")
+
+
+def test_failure_reports_are_kept_within_the_server_limits():
+    from werk_client.failures import FailureReport
+
+    report = FailureReport("E" * 500, "m\x00" * 10_000, ["x" * 50_000] * 5000).sanitized()
+    assert len(report.errtype) == 200 and "\x00" not in report.message
+    assert len(report.message) <= 4000
+    assert len(report.backtrace) == 1000 and all(len(line) <= 2000 for line in report.backtrace)

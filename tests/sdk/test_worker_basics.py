@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from werk_client import Client, JobNotFound, JobSpec
 
+from tests.support.helpers import sql
+
 from .workers import WorkerProcess, lines, wait_for
 
 
@@ -75,6 +77,22 @@ def test_handler_exceptions_are_failed_with_type_message_and_backtrace(werk_serv
             lost = wait_for(lambda: client.get(unknown.jid).failure, timeout=30)
             assert lost.errtype == "UnknownJobType"
 
+            # Skip the 15 s+ backoff: the retry runs and fails again, counted.
+            _run(sql(werk_server.database_url, _DUE_NOW, boom.jid))
+            again = wait_for(lambda: (f := client.get(boom.jid).failure).retry_count == 2 and f)
+            assert again.remaining == 1 and again.errtype == "ValueError"
+
+
+def test_retry_in_zero_retries_at_once_until_the_budget_is_spent(werk_server, tmp_path):
+    with Client(werk_server.url) as client:
+        job = client.push("retry_in", [0], retry=2)
+        with WorkerProcess(werk_server.url, tmp_path):
+            dead = wait_for(lambda: client.get(job.jid).state == "dead", timeout=30)
+        assert dead
+        final = client.get(job.jid)
+        assert final.failure is not None and final.failure.retry_count == 3
+        assert final.attempt == 3
+
 
 def test_json_logs_carry_jid_and_jobtype(werk_server, tmp_path):
     with Client(werk_server.url) as client:
@@ -95,3 +113,12 @@ def test_checkpoints_are_stored_as_progress(werk_server, tmp_path, handler):
         with WorkerProcess(werk_server.url, tmp_path):
             wait_for(lambda: _gone(client, job.jid), timeout=30)
         assert any(line.startswith(handler) for line in lines(tmp_path, "done.txt"))
+
+
+_DUE_NOW = "UPDATE werk_jobs SET run_at = now() WHERE jid = $1"
+
+
+def _run(coro):
+    import asyncio
+
+    return asyncio.run(coro)

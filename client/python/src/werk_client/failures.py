@@ -18,8 +18,17 @@ from .registry import Handler
 __all__ = ["FailureReport", "RemoteHandlerError", "describe_failure"]
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
+# The server's limits (errtype 200 chars, message 10,000, backtrace 1,000 lines of 10,000, no
+# NUL anywhere): a failure report it rejected would be a failure never recorded.
+MAX_ERRTYPE = 200
 MAX_MESSAGE = 4000
+MAX_LINES = 1000
+MAX_LINE = 2000
 _HANDLER_CALL_CODE = Handler.call.__code__
+
+
+def _clean(text: str, limit: int) -> str:
+    return text.replace("\x00", "\\x00")[:limit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +40,16 @@ class FailureReport:
     backtrace: list[str]
     retry_in: float | None = None
     retry: bool | None = None
+
+    def sanitized(self) -> FailureReport:
+        """The same report within the server's limits (any text the handler produced fits)."""
+        return FailureReport(
+            errtype=_clean(self.errtype, MAX_ERRTYPE) or "unknown",
+            message=_clean(self.message, MAX_MESSAGE),
+            backtrace=[_clean(line, MAX_LINE) for line in self.backtrace[-MAX_LINES:]],
+            retry_in=self.retry_in,
+            retry=self.retry,
+        )
 
 
 class RemoteHandlerError(Exception):

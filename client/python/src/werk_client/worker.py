@@ -31,7 +31,14 @@ from typing import Any, TypeVar
 from . import protocol
 from .acks import AckBatcher
 from .async_client import AsyncClient
-from .errors import Forbidden, JobNotFound, LeaseLost, Unauthorized, WerkError
+from .errors import (
+    Forbidden,
+    JobNotFound,
+    LeaseLost,
+    Unauthorized,
+    ValidationError,
+    WerkError,
+)
 from .failures import FailureReport, describe_failure
 from .job import Job
 from .models import JobRecord, WorkerState, new_jid
@@ -46,6 +53,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _SETTLE_ATTEMPTS = 6
 _SETTLE_BACKOFF_CAP = 10.0
+_REFUSED = "(the failure details were refused by the server)"
 
 
 def _rss_kb() -> int | None:
@@ -521,6 +529,7 @@ class Worker:
     async def _send_fail(self, run: _Running, report: FailureReport) -> None:
         assert self._client is not None
         duration_ms = round((time.monotonic() - run.started) * 1000, 1)
+        report = report.sanitized()
         for attempt in range(_SETTLE_ATTEMPTS):
             try:
                 result = await self._client.fail(
@@ -532,6 +541,13 @@ class Worker:
                     retry_in=report.retry_in,
                     retry=report.retry,
                 )
+            except ValidationError as exc:
+                if report.message == _REFUSED:
+                    self.log.error("server refused the failure report: %s", exc, extra=run.fields())
+                    return
+                # Should never happen; still, a recorded failure beats a lost one.
+                report = replace(report, message=_REFUSED, backtrace=[])
+                continue
             except (LeaseLost, JobNotFound):
                 self.log.warning(
                     "job failed (%s) but its lease was already lost",
@@ -615,7 +631,7 @@ class Worker:
         try:
             state = await self._client.beat(
                 self.wid,
-                hostname=socket.gethostname(),
+                hostname=socket.gethostname()[:255],
                 pid=os.getpid(),
                 labels=list(self.config.labels),
                 current_state=self._state,
