@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
+
 from tests.support.helpers import sql
 
 HERE = Path(__file__).parent
@@ -90,17 +92,13 @@ def worker_row(database_url: str, wid: str) -> Any:
     return rows[0] if rows else None
 
 
-def set_worker_state(database_url: str, wid: str, state: str) -> Any:
-    """Until the operator API exists: the instruction a worker gets on its next BEAT.
-    Returns the database time of the change."""
-    rows = run_sql(
-        database_url,
-        "UPDATE werk_workers SET state = $2::werk_worker_state WHERE wid = $1 RETURNING now()",
-        wid,
-        state,
-    )
-    assert rows, f"worker {wid} is not registered"
-    return rows[0]["now"]
+def set_worker_state(server_url: str, database_url: str, wid: str, state: str) -> Any:
+    """Quiet or terminate a worker through the operator API; its next BEAT hears it. Returns
+    the database time just after the change."""
+    r = httpx.post(f"{server_url}/v1/workers/{wid}/{state}")
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == state
+    return run_sql(database_url, "SELECT now() AS now")[0]["now"]
 
 
 def wait_for_beat_after(database_url: str, wid: str, since: Any, timeout: float) -> None:

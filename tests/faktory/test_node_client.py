@@ -79,7 +79,7 @@ def test_quiet_then_terminate(node_client, fwp_server, tmp_path):
     worker = node_worker(node_client, url, "nq", "node-quiet-1", out, tmp_path / "node.log", beat=1)
     try:
         wait_for(lambda: worker_row(db, "node-quiet-1"), 15, "the worker's HELLO")
-        since = set_worker_state(db, "node-quiet-1", "quiet")
+        since = set_worker_state(fwp_server.url, db, "node-quiet-1", "quiet")
         wait_for_beat_after(db, "node-quiet-1", since, 15)
         time.sleep(2.5)  # FETCHes already in flight end within the fetch wait
         r = httpx.post(
@@ -91,7 +91,7 @@ def test_quiet_then_terminate(node_client, fwp_server, tmp_path):
         assert job_json(fwp_server, "node-quiet-job")["state"] == "available"
         assert worker.alive(), worker.output()
 
-        set_worker_state(db, "node-quiet-1", "terminate")
+        set_worker_state(fwp_server.url, db, "node-quiet-1", "terminate")
         assert worker.wait_exit(20) == 0, worker.output()  # stops cleanly (sends END)
         assert read_lines(out) == []
     finally:

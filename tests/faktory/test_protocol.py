@@ -418,12 +418,15 @@ async def test_beat_states(fwp, database_url):
     )
     assert (rows[0]["rss_kb"], rows[0]["reported_state"]) == (1234, "quiet")
 
-    await sql(database_url, "UPDATE werk_workers SET state = 'quiet' WHERE wid = $1", "beat-w")
+    r = await fwp.http.post("/v1/workers/beat-w/quiet")  # the operator API
+    assert r.status_code == 200
     reply = await conn.cmd("BEAT", {"wid": "beat-w"})
     assert reply.kind == "$" and reply.text == '{"state":"quiet"}'
-    await sql(database_url, "UPDATE werk_workers SET state = 'terminate' WHERE wid = $1", "beat-w")
+    assert (await fwp.http.post("/v1/workers/beat-w/terminate")).status_code == 200
     reply = await conn.cmd("BEAT", {"wid": "beat-w"})
     assert reply.text == '{"state":"terminate"}'
+    await fwp.http.post("/v1/workers/beat-w/quiet")  # states only move forward
+    assert (await conn.cmd("BEAT", {"wid": "beat-w"})).text == '{"state":"terminate"}'
 
     # Another connection of the same worker process may beat for it; strangers may not.
     other = await Fwp.connect(fwp.port)

@@ -72,7 +72,7 @@ def test_quiet_then_terminate(fwp_server, tmp_path):
     worker = python_worker(url, "pq", "py-quiet-1", out, tmp_path / "py-worker.log", beat=1)
     try:
         wait_for(lambda: worker_row(db, "py-quiet-1"), 15, "the worker's HELLO")
-        since = set_worker_state(db, "py-quiet-1", "quiet")
+        since = set_worker_state(fwp_server.url, db, "py-quiet-1", "quiet")
         wait_for_beat_after(db, "py-quiet-1", since, 15)
         with faktory.Client(faktory=url) as client:
             assert client.queue("ok", args=[1], queue="pq", jid="py-quiet-job")
@@ -80,7 +80,7 @@ def test_quiet_then_terminate(fwp_server, tmp_path):
         assert job_json(fwp_server, "py-quiet-job")["state"] == "available"
         assert worker.alive(), worker.output()
 
-        since = set_worker_state(db, "py-quiet-1", "terminate")
+        since = set_worker_state(fwp_server.url, db, "py-quiet-1", "terminate")
         worker.wait_exit(20)  # the library exits the process when told to terminate
         assert read_lines(out) == []
     finally:
