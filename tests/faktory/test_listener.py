@@ -88,3 +88,24 @@ async def test_connections_counted_in_info(fwp):
     assert (await a.call("INFO")).json["server"]["connections"] == 1
     assert str(await a.cmd("PUSH", job("counted1"))) == "+OK"
     await a.close()
+
+
+def test_bearer_tokens_without_an_fwp_password_keep_fwp_off(make_settings):
+    """FWP's handshake cannot check a token (Werk keeps only token hashes), so with tokens
+    configured FWP needs its own password rather than running open."""
+    tokens = [{"name": "ops", "token": "t" * 32, "scopes": ["admin"]}]
+    server = FaktoryServer(make_settings(tokens=tokens), None, None)  # type: ignore[arg-type]
+    assert "WERK_FAKTORY_PASSWORD" in (server.check() or "")
+    with_password = make_settings(tokens=tokens, faktory_password="pw")
+    assert FaktoryServer(with_password, None, None).check() is None  # type: ignore[arg-type]
+
+
+async def test_explicit_port_with_tokens_and_no_password_fails_the_start(make_settings, clock):
+    from tests.faktory.fwp import free_port
+
+    tokens = [{"name": "ops", "token": "t" * 32, "scopes": ["admin"]}]
+    settings = make_settings(tokens=tokens, faktory_port=free_port())
+    app = create_app(settings, clock=clock, background=False)
+    with pytest.raises(FaktoryConfigError, match="tokens"):
+        async with app.router.lifespan_context(app):
+            pass
