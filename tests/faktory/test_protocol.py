@@ -609,3 +609,15 @@ async def test_database_outage_answers_without_killing_workers(fwp, monkeypatch)
     monkeypatch.undo()
     assert str(await conn.cmd("PUSH", job("outage01"))) == "+OK"
     await conn.close()
+
+
+async def test_wrong_passwords_are_rate_limited_per_address(make_fwp):
+    app = await make_fwp(faktory_password="s3cret", auth_failures_per_minute=2)
+    for _ in range(2):
+        conn = await Fwp.open(app.port)
+        assert str(await conn.handshake(password="wrong")) == "-ERR Invalid password"
+        await conn.close()
+    blocked = await Fwp.open(app.port)
+    reply = await blocked.read()
+    assert reply.kind == "-" and "too many wrong passwords" in reply.text
+    assert await blocked.closed()

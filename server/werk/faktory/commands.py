@@ -27,7 +27,7 @@ from werk.faktory.jobs import (
     faktory_job,
     job_spec,
 )
-from werk.faktory.protocol import OK, Command, ProtocolError
+from werk.faktory.protocol import OK, Command, PasswordRejected, ProtocolError
 from werk.services.container import Services
 from werk.services.faktory_ops import FaktoryOps, MutateFilter
 from werk.services.jobs import JobSpec
@@ -115,7 +115,7 @@ class Commands:
             if not isinstance(pwdhash, str) or not protocol.hash_matches(
                 pwdhash, password, challenge.salt, iterations
             ):
-                raise ProtocolError("Invalid password", close=True)
+                raise PasswordRejected()
         session = Session(
             hostname=_text(hello.get("hostname"), 255),
             pid=_pid(hello.get("pid")),
@@ -128,9 +128,15 @@ class Commands:
             if not isinstance(wid, str) or len(wid) > WID_MAX or "\x00" in wid:
                 raise ProtocolError(f"wid must be a string of 1-{WID_MAX} characters", close=True)
             session.wid = wid
-            await self._services.workers.beat(
-                wid, hostname=session.hostname, pid=session.pid, labels=session.labels
-            )
+            try:
+                await self._services.workers.beat(
+                    wid, hostname=session.hostname, pid=session.pid, labels=session.labels
+                )
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                log.warning("FWP HELLO failed, the database is unavailable: %s", exc)
+                raise ProtocolError("the database is unavailable; try again", close=True) from None
         return session
 
     # -- dispatch --------------------------------------------------------------------------------

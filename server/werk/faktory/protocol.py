@@ -25,6 +25,13 @@ class ProtocolError(Exception):
         self.close = close
 
 
+class PasswordRejected(ProtocolError):
+    """HELLO presented a wrong (or no) password hash."""
+
+    def __init__(self) -> None:
+        super().__init__("Invalid password", close=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Command:
     verb: str

@@ -11,10 +11,11 @@ import logging
 import socket
 from collections import Counter
 
+from werk.api.auth import FailureLimiter
 from werk.config import Settings
 from werk.faktory import protocol
 from werk.faktory.commands import Commands, Session, Stats
-from werk.faktory.protocol import Challenge, Command, ProtocolError
+from werk.faktory.protocol import Challenge, Command, PasswordRejected, ProtocolError
 from werk.services.container import Services
 from werk.services.faktory_ops import FaktoryOps
 
@@ -47,6 +48,8 @@ class FaktoryServer:
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], _Connection] = {}
         self._closing = False
+        # Wrong passwords per client address, as for bearer tokens over HTTP.
+        self._failures = FailureLimiter(settings.auth_failures_per_minute)
 
     @property
     def host(self) -> str:
@@ -146,6 +149,15 @@ class FaktoryServer:
                 await asyncio.wait_for(writer.drain(), 1)
             await _close(writer)
             return
+        peer = writer.get_extra_info("peername")
+        client = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        wait = self._failures.retry_after(client)
+        if wait is not None:
+            with contextlib.suppress(Exception):
+                writer.write(protocol.error(f"too many wrong passwords; try again in {wait:.0f} s"))
+                await asyncio.wait_for(writer.drain(), 1)
+            await _close(writer)
+            return
         conn = _Connection(task)
         self._connections[task] = conn
         self.stats.connections += 1
@@ -155,7 +167,7 @@ class FaktoryServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         session: Session | None = None
         try:
-            session = await self._serve(reader, writer, conn)
+            session = await self._serve(reader, writer, conn, client)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
         except asyncio.CancelledError:
@@ -172,7 +184,11 @@ class FaktoryServer:
             await _close(writer)
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        conn: _Connection,
+        client: str,
     ) -> Session | None:
         s = self._settings
         challenge = Challenge.new(required=bool(s.faktory_password))
@@ -202,6 +218,8 @@ class FaktoryServer:
             )
             return None
         except ProtocolError as exc:
+            if isinstance(exc, PasswordRejected):
+                self._failures.record(client)
             await _send(writer, protocol.error(exc.message))
             return None
         finally:
