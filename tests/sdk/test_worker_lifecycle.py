@@ -6,6 +6,7 @@ import signal
 import time
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from werk_client import Client, JobNotFound
 
@@ -119,22 +120,16 @@ def test_a_job_whose_lease_expired_is_not_acked_and_the_loss_is_logged(werk_serv
 def test_lease_lost_while_running_stops_treating_the_job_as_ours(werk_server, tmp_path):
     with Client(werk_server.url) as client:
         job = client.push("async_sleepy", [5, "taken"], reserve_for=60)
-        env = {"WERK_EXTEND_FRACTION": "0.02"}
+        env = {"WERK_EXTEND_FRACTION": "0.02"}  # extends every 1.2 s
         with WorkerProcess(werk_server.url, tmp_path, env=env) as worker:
             wait_for(lambda: _started(tmp_path, "taken"), timeout=30)
-            # Another worker now holds the job (as after an expiry and a new fetch).
-            _run(
-                sql(
-                    werk_server.database_url,
-                    "UPDATE werk_jobs SET lease = gen_random_uuid(), wid = 'other' WHERE jid = $1",
-                    job.jid,
-                )
-            )
+            # An operator kills the running job: its lease is revoked.
+            _admin(werk_server.url, f"/v1/jobs/{job.jid}/kill")
             wait_for(lambda: "lease lost" in worker.log, timeout=20)
             time.sleep(5.5)  # past the end of the handler's sleep
-        current = client.get(job.jid)
-        assert current.state == "active" and current.wid == "other"  # untouched by our worker
+        assert client.get(job.jid).state == "dead"
         assert lines(tmp_path, "done.txt") == []  # the async handler was cancelled
+        assert "job done" not in worker.log and "job failed" not in worker.log
 
 
 def test_checkpoint_survives_kill_9_and_the_next_attempt_resumes(werk_server_factory, tmp_path):
@@ -171,7 +166,7 @@ def test_quiet_stops_fetching_and_terminate_stops_the_worker(werk_server, tmp_pa
         worker = WorkerProcess(werk_server.url, tmp_path, "--wid", "w-quiet").start()
         try:
             wait_for(lambda: _started(tmp_path, "during-quiet"), timeout=30)
-            _run(sql(werk_server.database_url, _SET_WORKER_STATE, "w-quiet", "quiet"))
+            _admin(werk_server.url, "/v1/workers/w-quiet/quiet")
             wait_for(lambda: "quiet:" in worker.log, timeout=10)
             time.sleep(1.5)  # let the last long poll (1 s) end
             waiting = client.push("record", ["after-quiet"])
@@ -179,7 +174,7 @@ def test_quiet_stops_fetching_and_terminate_stops_the_worker(werk_server, tmp_pa
             time.sleep(1.5)
             assert client.get(waiting.jid).state == "available"
             assert worker.process is not None and worker.process.poll() is None
-            _run(sql(werk_server.database_url, _SET_WORKER_STATE, "w-quiet", "terminate"))
+            _admin(werk_server.url, "/v1/workers/w-quiet/terminate")
             assert worker.wait(20) == 0
         finally:
             worker.kill()
@@ -195,7 +190,7 @@ def test_terminate_fails_running_jobs_at_once_and_exits(werk_server, tmp_path):
         ).start()
         try:
             wait_for(lambda: _started(tmp_path, "cut"), timeout=30)
-            _run(sql(werk_server.database_url, _SET_WORKER_STATE, "w-term", "terminate"))
+            _admin(werk_server.url, "/v1/workers/w-term/terminate")
             assert worker.wait(15) == 0
         finally:
             worker.kill()
@@ -225,7 +220,11 @@ def test_process_mode_survives_handlers_that_exit_or_segfault(werk_server, tmp_p
 
 
 _SET_EXPIRY = "UPDATE werk_jobs SET lease_expires_at = $2 WHERE jid = $1"
-_SET_WORKER_STATE = "UPDATE werk_workers SET state = $2::werk_worker_state WHERE wid = $1"
+
+
+def _admin(url: str, path: str) -> None:
+    """Operator actions are not part of the SDK; plain HTTP is enough here."""
+    httpx.post(url + path, timeout=10).raise_for_status()
 
 
 def _run(coro):
