@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import Depends, FastAPI
 
-from werk import __version__
+from werk import __version__, web
 from werk.api import (
     admin_routes,
     auth,
@@ -113,7 +113,6 @@ def create_app(
         summary="Language-agnostic background jobs over HTTP, stored in PostgreSQL.",
         lifespan=lifespan,
         openapi_url="/openapi.json",
-        root_path=settings.root_path,
     )
     app.state.settings = settings
     problems.install(app, CONNECTION_ERRORS)
@@ -130,6 +129,7 @@ def create_app(
     )
     app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
+    web.install(app, settings)  # the dashboard at /: login sessions, admin scope
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics_routes.TimeRequests, durations=durations)
     return app

@@ -162,6 +162,19 @@ class AdminService:
         self._woken(action, rows)
         return len(rows)
 
+    async def act_many(self, action: JobAction, jids: list[str]) -> int:
+        """Apply ``action`` to the listed jobs (those in a state it applies to); returns how
+        many changed."""
+        if len(jids) > BULK_MAX:
+            raise InvalidRequest(f"at most {BULK_MAX} jids at once")
+        if not jids:
+            return 0
+        rows = await admin_queries.act_on_jobs(
+            self._pool, action, self._clock.now(), JobFilter(), jids=jids, limit=len(jids)
+        )
+        self._woken(action, rows)
+        return len(rows)
+
     def _woken(self, action: str, rows: list[Any]) -> None:
         if action == "retry":
             self._hub.jobs_arrived(counts_by_queue(r["queue"] for r in rows))

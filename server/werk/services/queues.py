@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import asyncpg
 
@@ -33,10 +34,18 @@ class QueueService:
         self._pool = pool
         self._clock = clock
         self._hub = hub
+        self._cached: tuple[float, list[QueueRow]] | None = None
 
-    async def list(self) -> list[QueueRow]:
-        """Every queue that has jobs or was paused/resumed, by name."""
-        return await admin_queries.list_queues(self._pool, self._clock.now())
+    async def list(self, *, max_age: float = 0.0) -> list[QueueRow]:
+        """Every queue that has jobs or was paused/resumed, by name. Counting reads the whole
+        jobs index, so readers that refresh often (the dashboard) may accept an answer up to
+        ``max_age`` seconds old; actions on this node drop it."""
+        cached = self._cached
+        if cached is not None and time.monotonic() - cached[0] < max_age:
+            return cached[1]
+        rows = await admin_queries.list_queues(self._pool, self._clock.now())
+        self._cached = (time.monotonic(), rows)
+        return rows
 
     async def get(self, name: str) -> QueueRow:
         """One queue; a name never seen reads as an empty, unpaused queue."""
@@ -53,10 +62,12 @@ class QueueService:
     async def pause(self, name: str) -> QueueRow:
         """The queue hands out nothing until resumed; pushes are still accepted."""
         await admin_queries.set_queue_paused(self._pool, check_queue_name(name), True)
+        self._cached = None
         return await self.get(name)
 
     async def resume(self, name: str) -> QueueRow:
         await admin_queries.set_queue_paused(self._pool, check_queue_name(name), False)
+        self._cached = None
         row = await self.get(name)
         if row.size:  # long-polling fetches on this queue (here and on other nodes) may run now
             self._hub.jobs_arrived({name: row.size})
@@ -69,5 +80,6 @@ class QueueService:
         while True:
             n = await admin_queries.clear_queue(self._pool, name, CLEAR_BATCH)
             total += n
+            self._cached = None
             if n < CLEAR_BATCH:
                 return total
