@@ -30,11 +30,12 @@ class FaktoryConfigError(RuntimeError):
 
 
 class _Connection:
-    __slots__ = ("busy", "task")
+    __slots__ = ("busy", "session", "task")
 
     def __init__(self, task: asyncio.Task[None]) -> None:
         self.task = task
         self.busy = False
+        self.session: Session | None = None  # set once the handshake succeeded
 
 
 class FaktoryServer:
@@ -165,9 +166,8 @@ class FaktoryServer:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        session: Session | None = None
         try:
-            session = await self._serve(reader, writer, conn, client)
+            await self._serve(reader, writer, conn, client)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
         except asyncio.CancelledError:
@@ -177,6 +177,7 @@ class FaktoryServer:
         finally:
             del self._connections[task]
             self.stats.connections -= 1
+            session = conn.session
             if session is not None and session.wid is not None:
                 self._workers[session.wid] -= 1
                 if self._workers[session.wid] <= 0:
@@ -189,7 +190,7 @@ class FaktoryServer:
         writer: asyncio.StreamWriter,
         conn: _Connection,
         client: str,
-    ) -> Session | None:
+    ) -> None:
         s = self._settings
         challenge = Challenge.new(required=bool(s.faktory_password))
         await _send(writer, challenge.greeting())
@@ -201,12 +202,12 @@ class FaktoryServer:
                 while command is None:
                     line = await self._read_line(reader, writer)
                     if line is None:
-                        return None
+                        return
                     try:
                         command = protocol.parse_line(line)
                     except ProtocolError as exc:
                         await _send(writer, protocol.error(exc.message))
-                        return None
+                        return
                 conn.busy = True
                 session = await self._commands.hello(command, challenge)
         except TimeoutError:
@@ -216,14 +217,15 @@ class FaktoryServer:
                     f"handshake timeout: send HELLO within {s.faktory_handshake_timeout:g} s"
                 ),
             )
-            return None
+            return
         except ProtocolError as exc:
             if isinstance(exc, PasswordRejected):
                 self._failures.record(client)
             await _send(writer, protocol.error(exc.message))
-            return None
+            return
         finally:
             conn.busy = False
+        conn.session = session
         if session.wid is not None:
             self._workers[session.wid] += 1
         await _send(writer, protocol.OK)
@@ -234,9 +236,9 @@ class FaktoryServer:
                     line = await self._read_line(reader, writer)
             except TimeoutError:
                 log.debug("closing an FWP connection idle for %s s", s.faktory_idle_timeout)
-                return session
+                return
             if line is None:
-                return session
+                return
             conn.busy = True
             try:
                 try:
@@ -247,18 +249,17 @@ class FaktoryServer:
                 if command is None:
                     continue
                 if command.verb == "END":
-                    return session
+                    return
                 try:
                     reply = await self._commands.run(session, command)
                 except ProtocolError as exc:
                     await _send(writer, protocol.error(exc.message))
                     if exc.close:
-                        return session
+                        return
                     continue
                 await _send(writer, reply)
             finally:
                 conn.busy = False
-        return session
 
     async def _read_line(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
