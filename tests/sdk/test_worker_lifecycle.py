@@ -78,6 +78,26 @@ def test_sigterm_lets_a_job_finish_within_the_grace_period(werk_server, tmp_path
         assert client.info().totals.failed == 0
 
 
+def test_a_second_sigint_cuts_the_grace_period_short(werk_server, tmp_path):
+    with Client(werk_server.url) as client:
+        job = client.push("sleepy", [60, "cut-short"])
+        worker = WorkerProcess(werk_server.url, tmp_path, "--grace", "40").start()
+        try:
+            wait_for(lambda: _started(tmp_path, "cut-short"), timeout=30)
+            began = time.monotonic()
+            worker.signal(signal.SIGINT)
+            wait_for(lambda: "shutting down" in worker.log, timeout=10)
+            time.sleep(0.5)
+            assert worker.process is not None and worker.process.poll() is None  # in its grace
+            worker.signal(signal.SIGINT)
+            assert worker.wait(20) == 0
+            assert time.monotonic() - began < 15
+        finally:
+            worker.kill()
+        failure = client.get(job.jid).failure
+        assert failure is not None and failure.errtype == "WorkerShutdown"
+
+
 def test_lease_extension_keeps_a_long_job_from_being_handed_out_twice(werk_server, tmp_path):
     with Client(werk_server.url) as client:
         job = client.push("sleepy", [6, "long"], reserve_for=60)
@@ -205,6 +225,7 @@ def test_process_mode_survives_handlers_that_exit_or_segfault(werk_server, tmp_p
         boom = client.push("boom", ["in a child"], backtrace=10)
         after = [client.push("pid", [f"p{i}"]) for i in range(4)]
         steps = client.push("steps", [2, 0.01])
+        coroutine = client.push("async_record", ["in-child"])
         with WorkerProcess(werk_server.url, tmp_path, "--process", "--concurrency", "2") as worker:
             died = wait_for(lambda: client.get(exits.jid).failure, timeout=30)
             assert died.errtype == "ChildProcessDied" and "code 3" in died.message
@@ -213,7 +234,9 @@ def test_process_mode_survives_handlers_that_exit_or_segfault(werk_server, tmp_p
             failed = wait_for(lambda: client.get(boom.jid).failure, timeout=30)
             assert failed.errtype == "ValueError" and failed.message == "in a child"
             assert any("jobs_app.py" in line for line in failed.backtrace)
-            wait_for(lambda: all(_gone(client, j.jid) for j in [*after, steps]), timeout=30)
+            wait_for(
+                lambda: all(_gone(client, j.jid) for j in [*after, steps, coroutine]), timeout=30
+            )
             assert worker.process is not None and worker.process.poll() is None
             pids = {line.split("pid=")[1] for line in lines(tmp_path, "done.txt") if "pid=" in line}
             assert len(pids) == 4 and str(worker.pid) not in pids

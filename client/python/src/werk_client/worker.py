@@ -224,6 +224,9 @@ class Worker:
         """Run until stopped, inside an existing event loop."""
         loop = asyncio.get_running_loop()
         self._loop = loop
+        self._state = "running"
+        self._grace = self.config.grace
+        self._signals = 0
         self._wake = asyncio.Event()  # capacity freed or state changed
         self._drained = asyncio.Event()
         self._drained.set()
