@@ -4,7 +4,7 @@ templates draw them (autoescaped, so labels cannot inject markup)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 WIDTH = 760
@@ -35,6 +35,7 @@ class Chart:
     x_labels: list[tuple[float, str]]
     baseline: float
     plot_left: int
+    values: list[tuple[float, float, str]] = field(default_factory=list)  # x, y, text
 
 
 def nice_max(value: float) -> int:
@@ -83,6 +84,7 @@ def depth_chart(queues: Sequence[Any]) -> Chart:
     baseline = PAD_TOP + plot_h
     bars: list[Bar] = []
     labels: list[tuple[float, str]] = []
+    values: list[tuple[float, float, str]] = []
     for i, q in enumerate(queues):
         x = PAD_LEFT + i * slot + (slot - bar_w) / 2
         top = baseline
@@ -95,4 +97,5 @@ def depth_chart(queues: Sequence[Any]) -> Chart:
             bars.append(Bar(round(x, 1), round(top, 1), round(bar_w, 1), round(h, 1),
                             f"st-{state}", f"{q.name}: {n} {state}"))  # fmt: skip
         labels.append((round(x + bar_w / 2, 1), q.name[:14]))
-    return Chart(WIDTH, HEIGHT, bars, y_max, labels, baseline, PAD_LEFT)
+        values.append((round(x + bar_w / 2, 1), round(top - 4, 1), str(totals[i])))
+    return Chart(WIDTH, HEIGHT, bars, y_max, labels, baseline, PAD_LEFT, values)
