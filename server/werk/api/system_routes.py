@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter
 from starlette.responses import Response
 
@@ -12,6 +14,8 @@ from werk.api.views import JSON
 from werk.errors import DatabaseUnavailable
 
 router = APIRouter(tags=["system"])
+
+READY_TIMEOUT = 2.0  # seconds; a database that takes longer is not ready
 
 
 @router.get("/v1/info", operation_id="system-info", response_model=schemas.Info)
@@ -34,7 +38,7 @@ async def livez() -> dict[str, str]:
 async def readyz(services: ServicesDep) -> Response:
     """Ready to serve: the database answers. 503 while it does not."""
     try:
-        await services.info.ping()
+        await asyncio.wait_for(services.info.ping(), READY_TIMEOUT)
     except Exception:
         return werk_problem(DatabaseUnavailable("the database does not answer"))
     return JSON({"status": "ready"})

@@ -15,6 +15,8 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.CannotConnectNowError,
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
+    # Raised on a connection whose protocol state broke when the server went away mid-query.
+    asyncpg.InternalClientError,
 )
 
 
