@@ -49,6 +49,7 @@ class AsyncClient:
         timeout: float = 10.0,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        limits: httpx.Limits | None = None,
     ) -> None:
         self.url = protocol.resolve_url(url)
         self._retry = retry or RetryPolicy()
@@ -61,6 +62,7 @@ class AsyncClient:
             },
             timeout=timeout,
             transport=transport,
+            limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
         )
 
     async def __aenter__(self) -> Self:

@@ -48,6 +48,7 @@ class Client:
         timeout: float = 10.0,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
+        limits: httpx.Limits | None = None,
     ) -> None:
         self.url = protocol.resolve_url(url)
         self._retry = retry or RetryPolicy()
@@ -60,6 +61,7 @@ class Client:
             },
             timeout=timeout,
             transport=transport,
+            limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
         )
 
     def __enter__(self) -> Self:

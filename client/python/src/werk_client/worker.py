@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
+import httpx
+
 from . import protocol
 from .acks import AckBatcher
 from .async_client import AsyncClient
@@ -234,7 +236,11 @@ class Worker:
         self._grace_cut = asyncio.Event()
         self._beat_now = asyncio.Event()
         owns_client = self._client is None
-        client = self._client or AsyncClient(self.url, token=self._token or "")
+        # Every long poll holds a connection; heartbeats must never queue behind them.
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=self.config.concurrency + 10
+        )
+        client = self._client or AsyncClient(self.url, token=self._token or "", limits=limits)
         self._client = client
         self._middleware = [*self.registry.middlewares, *self._extra_middleware]
         self._threads = DaemonThreadPool(self.config.concurrency)
