@@ -15,6 +15,7 @@ def test_all_is_pinned():
         "Failure",
         "Forbidden",
         "Handler",
+        "Hook",
         "Job",
         "JobNotFound",
         "JobRecord",

@@ -33,6 +33,16 @@ async def test_worker_from_code_runs_handlers_through_middleware(werk_server):
     async def misuse(*, job):
         job.checkpoint(1)  # the blocking form in an async handler: refused
 
+    lifecycle: list[str] = []
+
+    @registry.on_startup
+    async def open_pool():
+        lifecycle.append("startup")
+
+    @registry.on_shutdown
+    def close_pool():
+        lifecycle.append("shutdown")
+
     async def around(job, call_next):
         events.append(("before", job.jobtype))
         await call_next()
@@ -74,6 +84,26 @@ async def test_worker_from_code_runs_handlers_through_middleware(werk_server):
             "vetoed by middleware",
         )
         assert worker.processed == 2 and worker.failed == 2
+        assert lifecycle == ["startup", "shutdown"]
+
+
+async def test_a_failing_startup_hook_stops_the_worker_before_it_fetches(werk_server):
+    registry = Registry({"add": lambda a, b: a + b})
+
+    @registry.on_startup
+    def broken():
+        raise RuntimeError("no database")
+
+    async with AsyncClient(werk_server.url) as client:
+        job = await client.push("add", [1, 2])
+        worker = Worker(registry, url=werk_server.url, fetch_wait=1)
+        try:
+            await asyncio.wait_for(worker.run_async(), 10)
+        except RuntimeError as exc:
+            assert str(exc) == "no database"
+        else:
+            raise AssertionError("the worker started")
+        assert (await client.get(job.jid)).state == "available"
 
 
 def test_console_script_runs_a_worker(werk_server, tmp_path):

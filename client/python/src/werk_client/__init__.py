@@ -42,7 +42,7 @@ from .models import (
     WorkerState,
     new_jid,
 )
-from .registry import Handler, Middleware, Registry
+from .registry import Handler, Hook, Middleware, Registry
 from .retry import RetryPolicy
 from .version import __version__
 from .worker import Worker
@@ -57,6 +57,7 @@ __all__ = [
     "Failure",
     "Forbidden",
     "Handler",
+    "Hook",
     "Job",
     "JobNotFound",
     "JobRecord",

@@ -24,11 +24,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 if TYPE_CHECKING:
     from .job import Job
 
-__all__ = ["Handler", "Middleware", "Registry"]
+__all__ = ["Handler", "Hook", "Middleware", "Registry"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 CallStyle = Literal["args", "args_and_job", "job"]
+
+Hook = Callable[[], Any]
+"""A function (plain or ``async``) without arguments, run when a worker starts or stops."""
 
 Middleware = Callable[["Job", Callable[[], Awaitable[None]]], Awaitable[None]]
 """``async def mw(job, call_next)``: runs around every job; must ``await call_next()`` to run it.
@@ -89,6 +92,8 @@ class Registry:
     def __init__(self, handlers: Mapping[str, Callable[..., Any]] | None = None) -> None:
         self._handlers: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
+        self._startup: list[Hook] = []
+        self._shutdown: list[Hook] = []
         for jobtype, func in (handlers or {}).items():
             self.register(jobtype, func)
 
@@ -117,6 +122,28 @@ class Registry:
         self._middleware.append(func)
         return func
 
+    def on_startup(self, func: Hook) -> Hook:
+        """Run ``func`` once when a worker starts, before it fetches (open pools, warm caches).
+
+        An exception stops the worker from starting. In process mode hooks run in the worker
+        process only, not in the job processes.
+        """
+        self._startup.append(func)
+        return func
+
+    def on_shutdown(self, func: Hook) -> Hook:
+        """Run ``func`` once when a worker stops, after its jobs were settled."""
+        self._shutdown.append(func)
+        return func
+
+    @property
+    def startup_hooks(self) -> list[Hook]:
+        return list(self._startup)
+
+    @property
+    def shutdown_hooks(self) -> list[Hook]:
+        return list(self._shutdown)
+
     def include(self, other: Registry) -> None:
         """Merge another registry's handlers and middleware into this one."""
         for handler in other._handlers.values():
@@ -124,6 +151,8 @@ class Registry:
                 raise ValueError(f"a handler for {handler.jobtype!r} is already registered")
             self._handlers[handler.jobtype] = handler
         self._middleware.extend(other._middleware)
+        self._startup.extend(other._startup)
+        self._shutdown.extend(other._shutdown)
 
     def get(self, jobtype: str) -> Handler | None:
         return self._handlers.get(jobtype)

@@ -73,6 +73,12 @@ def _rss_kb() -> int | None:
             return None
 
 
+async def _call_hook(hook: Callable[[], Any]) -> None:
+    result = hook()
+    if inspect.isawaitable(result):
+        await result
+
+
 class _Running:
     """One job this worker holds a lease on, from fetch until it is settled or lost.
 
@@ -264,6 +270,12 @@ class Worker:
             ",".join(self.registry.jobtypes),
             extra={"wid": self.wid},
         )
+        try:
+            for hook in self.registry.startup_hooks:
+                await _call_hook(hook)
+        except BaseException:
+            await self._close(installed, owns_client)
+            raise
         await self._beat_once()
         fetcher = asyncio.create_task(self._fetch_loop(), name="werk-fetch")
         beater = asyncio.create_task(self._beat_loop(), name="werk-beat")
@@ -279,20 +291,29 @@ class Worker:
             for task in (fetcher, beater):
                 task.cancel()
             await asyncio.gather(fetcher, beater, return_exceptions=True)
-            for sig in installed:
-                loop.remove_signal_handler(sig)
-            self._threads.shutdown()
-            if self._processes is not None:
-                self._processes.close()
-            if owns_client:
-                await client.aclose()
-                self._client = None
-            self.log.info(
-                "worker stopped (processed=%d failed=%d)",
-                self.processed,
-                self.failed,
-                extra={"wid": self.wid},
-            )
+            for hook in self.registry.shutdown_hooks:
+                try:
+                    await _call_hook(hook)
+                except Exception:
+                    self.log.exception("shutdown hook %r failed", hook)
+            await self._close(installed, owns_client)
+
+    async def _close(self, installed: list[int], owns_client: bool) -> None:
+        assert self._loop is not None
+        for sig in installed:
+            self._loop.remove_signal_handler(sig)
+        self._threads.shutdown()
+        if self._processes is not None:
+            self._processes.close()
+        if owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        self.log.info(
+            "worker stopped (processed=%d failed=%d)",
+            self.processed,
+            self.failed,
+            extra={"wid": self.wid},
+        )
 
     def _install_signal_handlers(self, loop: asyncio.AbstractEventLoop) -> list[int]:
         installed: list[int] = []
