@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 from starlette.responses import Response
 
 from werk.api import schemas
@@ -13,13 +13,19 @@ from werk.services.jobs import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
-JidPath = Path(min_length=1, max_length=200)
-
 
 def _spec(p: schemas.JobPush) -> JobSpec:
     return JobSpec(
-        jid=p.jid, jobtype=p.jobtype, args=p.args, queue=p.queue, priority=p.priority,
-        reserve_for=p.reserve_for, retry=p.retry, backtrace=p.backtrace, custom=p.custom, at=p.at,
+        jid=p.jid,
+        jobtype=p.jobtype,
+        args=p.args,
+        queue=p.queue,
+        priority=p.priority,
+        reserve_for=p.reserve_for,
+        retry=p.retry,
+        backtrace=p.backtrace,
+        custom=p.custom,
+        at=p.at,
     )
 
 
@@ -59,6 +65,6 @@ async def push_batch(
 
 
 @router.get("/jobs/{jid}", operation_id="jobs-get", response_model=schemas.Job)
-async def get(services: ServicesDep, jid: str = JidPath) -> Response:
+async def get(services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """Read a job in any state (completed jobs are deleted at ack unless retention is set)."""
     return JSON(job_view(await services.jobs.get(jid)))

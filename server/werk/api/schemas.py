@@ -6,6 +6,7 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -21,6 +22,16 @@ MAX_JSON_DEPTH = 64
 INT64 = 2**63
 
 
+def _check_text(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("text must not contain NUL (\\u0000) characters")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+    return text
+
+
 def _check_json(value: Any) -> Any:
     """Rejects what PostgreSQL's jsonb cannot store faithfully: NUL characters, NaN/Infinity,
     integers beyond 64 bits, and nesting deeper than MAX_JSON_DEPTH."""
@@ -30,8 +41,7 @@ def _check_json(value: Any) -> Any:
         if depth > MAX_JSON_DEPTH:
             raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
         if isinstance(item, str):
-            if "\x00" in item:
-                raise ValueError("strings must not contain NUL (\\u0000) characters")
+            _check_text(item)
         elif isinstance(item, bool) or item is None:
             continue
         elif isinstance(item, int):
@@ -44,8 +54,7 @@ def _check_json(value: Any) -> Any:
             stack.extend((v, depth + 1) for v in item)
         elif isinstance(item, dict):
             for k, v in item.items():
-                if "\x00" in k:
-                    raise ValueError("keys must not contain NUL (\\u0000) characters")
+                _check_text(k)
                 stack.append((v, depth + 1))
     return value
 
@@ -53,15 +62,16 @@ def _check_json(value: Any) -> Any:
 Json = Annotated[Any, AfterValidator(_check_json)]
 JsonArray = Annotated[list[Any], AfterValidator(_check_json)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(_check_json)]
-Text = Annotated[str, StringConstraints(pattern=r"^[^\x00]*$")]
+Text = Annotated[str, AfterValidator(_check_text)]
 QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
 Jid = Annotated[
     str,
-    StringConstraints(
-        min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH, pattern=r"^[^\x00]*$"
-    ),
+    StringConstraints(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH),
+    AfterValidator(_check_text),
 ]
-Wid = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\x00]*$")]
+Wid = Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValidator(_check_text)]
+# A path segment naming a job: any text PostgreSQL can hold (no NUL), bounded.
+JidInPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00]+$")]
 
 
 class _Strict(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 from starlette.responses import Response
 
 from werk.api import schemas
@@ -14,8 +14,9 @@ from werk.errors import InvalidRequest
 
 router = APIRouter(prefix="/v1", tags=["work"])
 
-JidPath = Path(min_length=1, max_length=200)
-_LEASE_LOST: dict[int | str, dict[str, Any]] = {409: {"model": schemas.Problem, "description": "lease_lost"}}
+_LEASE_LOST: dict[int | str, dict[str, Any]] = {
+    409: {"model": schemas.Problem, "description": "lease_lost"}
+}
 
 
 @router.post("/fetch", operation_id="work-fetch", response_model=schemas.Fetched)
@@ -27,7 +28,7 @@ async def fetch(body: schemas.Fetch, services: ServicesDep, settings: SettingsDe
 
 
 @router.post("/jobs/{jid}/ack", operation_id="work-ack", status_code=204, responses=_LEASE_LOST)
-async def ack(body: schemas.Lease, services: ServicesDep, jid: str = JidPath) -> Response:
+async def ack(body: schemas.Lease, services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """The attempt succeeded: the job is completed (and deleted)."""
     await services.jobs.ack(jid, body.lease)
     return Response(status_code=204)
@@ -50,7 +51,7 @@ async def ack_batch(
     response_model=schemas.FailResult,
     responses=_LEASE_LOST,
 )
-async def fail(body: schemas.FailReport, services: ServicesDep, jid: str = JidPath) -> Response:
+async def fail(body: schemas.FailReport, services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """The attempt failed: retry after the backoff (or `retry_in`), or dead/discarded."""
     result = await services.jobs.fail(
         jid,
@@ -70,7 +71,7 @@ async def fail(body: schemas.FailReport, services: ServicesDep, jid: str = JidPa
     response_model=schemas.Extended,
     responses=_LEASE_LOST,
 )
-async def extend(body: schemas.Extend, services: ServicesDep, jid: str = JidPath) -> Response:
+async def extend(body: schemas.Extend, services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """Extend the lease (by `reserve_for`, else the job's own) and optionally checkpoint."""
     expires = await services.jobs.extend(
         jid,
