@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import types
@@ -279,3 +280,30 @@ def test_failure_reports_are_kept_within_the_server_limits():
     assert len(report.errtype) == 200 and "\x00" not in report.message
     assert len(report.message) <= 4000
     assert len(report.backtrace) == 1000 and all(len(line) <= 2000 for line in report.backtrace)
+
+
+async def test_acks_completing_together_share_a_request():
+    from werk_client.acks import AckBatcher
+
+    requests: list[list[str]] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        acks = json.loads(request.content)["acks"]
+        requests.append([a["jid"] for a in acks])
+        await asyncio.sleep(0.01)
+        jids = [a["jid"] for a in acks]
+        return httpx.Response(
+            200,
+            json={
+                "acked": [j for j in jids if j != "stale"],
+                "lease_lost": [j for j in jids if j == "stale"],
+            },
+        )
+
+    async with AsyncClient("http://werk.test", transport=httpx.MockTransport(handler)) as client:
+        batcher = AckBatcher(client)
+        jids = [f"job{i}" for i in range(20)] + ["stale"]
+        results = await asyncio.gather(*(batcher.ack(jid, "lease") for jid in jids))
+    assert results == [True] * 20 + [False]
+    assert sorted(j for r in requests for j in r) == sorted(jids)  # each acked exactly once
+    assert len(requests) < 5  # the first alone, the rest together

@@ -53,7 +53,10 @@ __all__ = ["Worker"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Tries to deliver an ack/fail when the server is unreachable (each try already retried by the
+# client); fewer while shutting down so an outage cannot hold the exit for long.
 _SETTLE_ATTEMPTS = 6
+_SETTLE_ATTEMPTS_SHUTTING_DOWN = 3
 _SETTLE_BACKOFF_CAP = 10.0
 _REFUSED = "(the failure details were refused by the server)"
 
@@ -524,10 +527,15 @@ class Worker:
             chain = functools.partial(middleware, run.job, chain)
         await chain()
 
+    def _settle_attempts(self) -> int:
+        shutting_down = self._shutdown.is_set()
+        return _SETTLE_ATTEMPTS_SHUTTING_DOWN if shutting_down else _SETTLE_ATTEMPTS
+
     async def _send_ack(self, run: _Running) -> None:
         assert self._client is not None
         duration_ms = round((time.monotonic() - run.started) * 1000, 1)
-        for attempt in range(_SETTLE_ATTEMPTS):
+        attempts = self._settle_attempts()
+        for attempt in range(attempts):
             try:
                 if self._acker is not None:
                     acked = await self._acker.ack(run.record.jid, run.lease)
@@ -537,7 +545,7 @@ class Worker:
             except (LeaseLost, JobNotFound):
                 acked = False
             except WerkError as exc:
-                if attempt + 1 < _SETTLE_ATTEMPTS:
+                if attempt + 1 < attempts:
                     await asyncio.sleep(min(_SETTLE_BACKOFF_CAP, 0.5 * 2**attempt))
                     continue
                 self.log.error(
@@ -560,7 +568,8 @@ class Worker:
         assert self._client is not None
         duration_ms = round((time.monotonic() - run.started) * 1000, 1)
         report = report.sanitized()
-        for attempt in range(_SETTLE_ATTEMPTS):
+        attempts = self._settle_attempts()
+        for attempt in range(attempts):
             try:
                 result = await self._client.fail(
                     run.record.jid,
@@ -586,7 +595,7 @@ class Worker:
                 )
                 return
             except WerkError as exc:
-                if attempt + 1 < _SETTLE_ATTEMPTS:
+                if attempt + 1 < attempts:
                     await asyncio.sleep(min(_SETTLE_BACKOFF_CAP, 0.5 * 2**attempt))
                     continue
                 self.log.error(
