@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.support.helpers import sql
 from werk.config import Settings
 from werk.db.pool import create_pool
 from werk.services.maintenance import Maintenance
 from werk.services.wakeup import WakeHub
+
+from tests.support.helpers import sql
 
 
 async def push_batch(api, n, **fields):
@@ -21,9 +22,7 @@ async def push_batch(api, n, **fields):
 async def fetch_all(api, n):
     jobs = []
     while len(jobs) < n:
-        r = await api.http.post(
-            "/v1/fetch", json={"queues": ["default"], "wid": "w", "count": 100}
-        )
+        r = await api.http.post("/v1/fetch", json={"queues": ["default"], "wid": "w", "count": 100})
         got = r.json()["jobs"]
         assert got
         jobs += got

@@ -44,7 +44,9 @@ async def test_database_outage_answers_503_and_recovers_without_restart(private_
     server = ServerProcess(url, tmp_path, env={"WERK_POLL_INTERVAL": "0.5"}).start()
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
-            assert (await http.post("/v1/jobs", json={"jobtype": "x", "jid": "before-1"})).is_success
+            assert (
+                await http.post("/v1/jobs", json={"jobtype": "x", "jid": "before-1"})
+            ).is_success
             waiting = asyncio.create_task(
                 http.post("/v1/fetch", json={**FETCH, "queues": ["idle"], "wait": 4})
             )

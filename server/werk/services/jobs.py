@@ -94,19 +94,21 @@ class JobService:
             row = await queries.get_job(self._pool, jid)
             if row is not None:
                 by_jid[jid] = row
-        results = [PushResult(job=by_jid[j.jid], created=bool(by_jid[j.jid]["created"]))
-                   for j in jobs if j.jid in by_jid]
+        results = [
+            PushResult(job=by_jid[j.jid], created=bool(by_jid[j.jid]["created"]))
+            for j in jobs
+            if j.jid in by_jid
+        ]
         self._hub.jobs_arrived(
-            counts_by_queue(r.job["queue"] for r in results
-                            if r.created and r.job["state"] == "available")
+            counts_by_queue(
+                r.job["queue"] for r in results if r.created and r.job["state"] == "available"
+            )
         )
         return results
 
     # -- workers ---------------------------------------------------------------------------
 
-    async def fetch(
-        self, queues: Sequence[str], wid: str, count: int, wait: float
-    ) -> list[Row]:
+    async def fetch(self, queues: Sequence[str], wid: str, count: int, wait: float) -> list[Row]:
         """Claim up to ``count`` jobs; with ``wait`` > 0, long-poll until one arrives."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
@@ -115,9 +117,7 @@ class JobService:
             # wakes us.
             waiter = self._hub.register(queues) if wait > 0 else None
             try:
-                rows = await queries.fetch_jobs(
-                    self._pool, self._clock.now(), queues, wid, count
-                )
+                rows = await queries.fetch_jobs(self._pool, self._clock.now(), queues, wid, count)
                 if rows:
                     if len(rows) == count:  # there may be more: let another waiter look
                         for q in {r["queue"] for r in rows}:
@@ -139,7 +139,10 @@ class JobService:
         lease_id = _lease_uuid(lease)
         if lease_id is not None:
             acked = await queries.ack_jobs(
-                self._pool, self._clock.now(), [jid], [lease_id],
+                self._pool,
+                self._clock.now(),
+                [jid],
+                [lease_id],
                 keep_completed=self._keep_completed,
             )
             if acked:
@@ -174,9 +177,15 @@ class JobService:
         row = None
         if lease_id is not None:
             row = await queries.fail_job(
-                self._pool, self._clock.now(), jid, lease_id,
-                errtype=errtype, message=message, backtrace=backtrace,
-                retry_in=retry_in, no_retry=no_retry,
+                self._pool,
+                self._clock.now(),
+                jid,
+                lease_id,
+                errtype=errtype,
+                message=message,
+                backtrace=backtrace,
+                retry_in=retry_in,
+                no_retry=no_retry,
             )
         if row is None:
             await self._raise_not_current(jid)
@@ -202,7 +211,10 @@ class JobService:
         expires = None
         if lease_id is not None:
             expires = await queries.extend_job(
-                self._pool, self._clock.now(), jid, lease_id,
+                self._pool,
+                self._clock.now(),
+                jid,
+                lease_id,
                 reserve_for=reserve_for,
                 progress_json=orjson.dumps(progress).decode() if set_progress else None,
                 set_progress=set_progress,
@@ -260,7 +272,6 @@ class JobService:
         }[row["outcome"]]
         next_at = row["run_at"] if outcome is FailOutcome.SCHEDULED else None
         return FailResult(jid=jid, outcome=outcome, next_at=next_at)
-
 
 
 def _to_new_job(spec: JobSpec) -> NewJob:
