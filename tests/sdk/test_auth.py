@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from werk_client import Client, Forbidden, JobNotFound, Unauthorized
 
 from .workers import WorkerProcess, wait_for

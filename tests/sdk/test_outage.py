@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from werk_client import Client, JobNotFound, RetryPolicy, Unavailable
 
 from tests.support.server import ServerProcess
+from werk_client import Client, JobNotFound, RetryPolicy, Unavailable
 
 from .workers import WorkerProcess, lines, wait_for
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+
 from werk_client import (
     AsyncClient,
     Client,

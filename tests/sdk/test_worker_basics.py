@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+
 from werk_client import Client, JobNotFound, JobSpec
 
 from .workers import WorkerProcess, lines, wait_for

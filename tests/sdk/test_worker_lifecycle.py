@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from werk_client import Client, JobNotFound
 
 from tests.support.helpers import sql
+from werk_client import Client, JobNotFound
 
 from .workers import WorkerProcess, lines, wait_for
 
@@ -150,6 +150,20 @@ def test_lease_lost_while_running_stops_treating_the_job_as_ours(werk_server, tm
         assert client.get(job.jid).state == "dead"
         assert lines(tmp_path, "done.txt") == []  # the async handler was cancelled
         assert "job done" not in worker.log and "job failed" not in worker.log
+
+
+def test_a_thread_whose_job_was_taken_away_does_not_block_the_next_job(werk_server, tmp_path):
+    with Client(werk_server.url) as client:
+        job = client.push("sleepy", [8, "zombie"], reserve_for=60)
+        env = {"WERK_EXTEND_FRACTION": "0.02"}
+        with WorkerProcess(werk_server.url, tmp_path, "--concurrency", "1", env=env) as worker:
+            wait_for(lambda: _started(tmp_path, "zombie"), timeout=30)
+            _admin(werk_server.url, f"/v1/jobs/{job.jid}/kill")
+            wait_for(lambda: "lease lost" in worker.log, timeout=20)
+            after = client.push("record", ["next"])
+            wait_for(lambda: _gone(client, after.jid), timeout=5)  # long before the 8 s end
+            assert "zombie attempt=1" not in lines(tmp_path, "done.txt")
+        assert client.get(job.jid).state == "dead"
 
 
 def test_checkpoint_survives_kill_9_and_the_next_attempt_resumes(werk_server_factory, tmp_path):

@@ -45,6 +45,12 @@ class DaemonThreadPool:
                 thread.start()
         return future
 
+    def grow(self, extra: int = 1) -> None:
+        """Allow ``extra`` more threads: one was given up on (its job was taken away) but
+        cannot be stopped, and must not hold a slot that a new job needs."""
+        with self._lock:
+            self._max_workers += extra
+
     def shutdown(self) -> None:
         """Stop idle threads; busy ones finish their item (or die with the process)."""
         with self._lock:

@@ -662,6 +662,8 @@ class Worker:
         )
         if run.task is not None and run.task is not asyncio.current_task():
             run.task.cancel()
+        if run.handler is not None and not run.handler.is_async and self._processes is None:
+            self._threads.grow()
 
     # -- heartbeat -------------------------------------------------------------------------
 
