@@ -308,3 +308,11 @@ async def test_acks_completing_together_share_a_request():
     assert results == [True] * 20 + [False]
     assert sorted(j for r in requests for j in r) == sorted(jids)  # each acked exactly once
     assert len(requests) < 5  # the first alone, the rest together
+
+
+def test_a_string_is_not_taken_for_a_list_of_arguments():
+    with pytest.raises(TypeError):
+        JobSpec("t", "abc")
+    transport = httpx.MockTransport(lambda r: httpx.Response(500))
+    with Client("http://werk.test", transport=transport) as c, pytest.raises(TypeError):
+        c.push("t", "abc")

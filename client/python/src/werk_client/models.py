@@ -40,6 +40,12 @@ def new_jid() -> str:
     return uuid.uuid4().hex
 
 
+def check_args(args: object) -> None:
+    """Refuse a string or mapping as ``args``: ``list("abc")`` would become three arguments."""
+    if isinstance(args, str | bytes | dict):
+        raise TypeError(f"args must be a list of arguments, not {type(args).__name__}")
+
+
 def parse_time(value: Any) -> datetime | None:
     """RFC 3339 text to an aware datetime (``None`` stays ``None``)."""
     if value is None:
@@ -165,6 +171,9 @@ class JobSpec:
     backtrace: int | None = None
     custom: dict[str, Any] | None = None
     jid: str = field(default_factory=new_jid)
+
+    def __post_init__(self) -> None:
+        check_args(self.args)
 
     def to_wire(self) -> dict[str, Any]:
         """The push body; fields left as ``None`` are omitted so the server's defaults apply."""

@@ -22,6 +22,7 @@ from .models import (
     PushManyResult,
     ServerInfo,
     WorkerState,
+    check_args,
     parse_time,
 )
 
@@ -84,6 +85,7 @@ def push_spec(
     custom: Mapping[str, Any] | None,
     jid: str | None,
 ) -> JobSpec:
+    check_args(args)
     kwargs: dict[str, Any] = {}
     if jid is not None:
         kwargs["jid"] = jid
