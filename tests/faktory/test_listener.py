@@ -7,10 +7,10 @@ import logging
 import socket
 
 import pytest
-from werk.app import create_app
-from werk.faktory.server import FaktoryConfigError, FaktoryServer
 
 from tests.faktory.fwp import Fwp, job
+from werk.app import create_app
+from werk.faktory.server import FaktoryConfigError, FaktoryServer
 
 
 async def test_port_zero_disables_fwp(make_settings, clock):
