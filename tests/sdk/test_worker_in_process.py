@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import subprocess
+
+import httpx
 
 from werk_client import AsyncClient, Client, Registry, Worker
 
@@ -11,8 +14,14 @@ from .workers import REPO, WorkerProcess, lines, wait_for
 
 
 async def _eventually(check, timeout: float = 20) -> None:
+    """Poll ``check`` (plain or async) until it is true, for at most ``timeout`` seconds."""
     async with asyncio.timeout(timeout):
-        while not await check():
+        while True:
+            result = check()
+            if inspect.isawaitable(result):
+                result = await result
+            if result:
+                return
             await asyncio.sleep(0.05)
 
 
@@ -118,3 +127,29 @@ def test_console_script_runs_a_worker(werk_server, tmp_path):
         ):
             wait_for(lambda: lines(tmp_path, "done.txt"), timeout=30)
         assert lines(tmp_path, "done.txt")[0].startswith("via-script ")
+
+
+class _CountingTransport(httpx.AsyncHTTPTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        return await super().handle_async_request(request)
+
+
+async def test_an_idle_worker_long_polls_instead_of_spinning(werk_server):
+    transport = _CountingTransport()
+    client = AsyncClient(werk_server.url, transport=transport)
+    registry = Registry({"noop": lambda: None})
+    worker = Worker(registry, client=client, fetch_wait=1, beat_interval=10, concurrency=20)
+    running = asyncio.create_task(worker.run_async())
+    await asyncio.sleep(3.5)
+    fetches = transport.paths.count("/v1/fetch")
+    assert 2 <= fetches <= 6  # one open long poll at a time, renewed every second
+    await client.push("noop")
+    await _eventually(lambda: worker.processed == 1, timeout=10)
+    worker.stop()
+    await asyncio.wait_for(running, 15)
+    await client.aclose()
