@@ -187,6 +187,11 @@ async def test_end_closes_without_reply(fwp):
         (json.dumps({"jid": "abcdefgh", "jobtype": "t", "args": ["a\u0000b"]}), "NUL"),
         (json.dumps({"jid": "abcdefgh", "jobtype": "t", "args": [], "custom": [1]}), "custom"),
         (json.dumps({"jid": "abcdefgh", "jobtype": "t", "args": [], "retry": "x"}), "retry"),
+        ('{"jid": "abcdefgh", "jobtype": "t", "args": [18446744073709551616]}', "64 bits"),
+        ('{"jid": "abcdefgh", "jobtype": "t", "args": [NaN]}', "invalid JSON"),
+        ('{"jid": "abcdefgh", "jobtype": "t", "args": ["\\ud800"]}', "surrogate"),
+        ('{"jid": "abcdefgh", "jobtype": "t", "args": ' + "[" * 100 + "]" * 100 + "}", "nested"),
+        ('{"jid": "abcdefgh", "jobtype": "t", "args": ' + "[" * 5000 + "]" * 5000 + "}", "nested"),
     ],
 )
 async def test_push_errors(fwp, payload, reason):
@@ -383,8 +388,10 @@ async def test_fail_records_the_failure_and_retries(fwp):
     await fwp.api.maintain()
     again = (await conn.call("FETCH default")).json
     assert again["failure"]["errtype"] == "E" * 100 and again["failure"]["retry_count"] == 1
-    assert str(await conn.cmd("FAIL", {"jid": "failjob1", "errtype": ""})) == "+OK"
-    assert (await fwp.http.get("/v1/jobs/failjob1")).json()["failure"]["errtype"] == "unknown"
+    reply = await conn.call('FAIL {"jid": "failjob1", "errtype": "", "message": "x\\ud800y"}')
+    assert str(reply) == "+OK"
+    failure = (await fwp.http.get("/v1/jobs/failjob1")).json()["failure"]
+    assert (failure["errtype"], failure["message"]) == ("unknown", "x?y")
 
     assert str(await conn.cmd("FAIL", {"jid": "nosuchjob"})) == "-ERR Job not found nosuchjob"
     assert (await conn.call("FAIL {broken")).kind == "-"

@@ -125,7 +125,7 @@ class Commands:
         )
         wid = hello.get("wid")
         if wid is not None and wid != "":
-            if not isinstance(wid, str) or len(wid) > WID_MAX or "\x00" in wid:
+            if not isinstance(wid, str) or len(wid) > WID_MAX or _text(wid, WID_MAX) != wid:
                 raise ProtocolError(f"wid must be a string of 1-{WID_MAX} characters", close=True)
             session.wid = wid
             try:
@@ -418,9 +418,11 @@ def _jid(body: Any, verb: str) -> str:
 
 
 def _text(value: Any, limit: int) -> str:
+    """Free text for a text column: NULs dropped, lone surrogates replaced, cut to ``limit``."""
     if not isinstance(value, str):
         return ""
-    return value.replace("\x00", "")[:limit]
+    text = value.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+    return text[:limit]
 
 
 def _pid(value: Any) -> int | None:

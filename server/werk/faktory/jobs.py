@@ -142,6 +142,8 @@ def _json_problem(value: Any) -> str | None:
         if isinstance(item, str):
             if "\x00" in item:
                 return "strings must not contain NUL characters"
+            if not _is_unicode(item):
+                return "strings must not contain lone surrogates (\\ud800-\\udfff)"
         elif isinstance(item, bool) or item is None:
             continue
         elif isinstance(item, int):
@@ -154,10 +156,18 @@ def _json_problem(value: Any) -> str | None:
             stack.extend((v, depth + 1) for v in item)
         elif isinstance(item, dict):
             for k, v in item.items():
-                if "\x00" in k:
-                    return "keys must not contain NUL characters"
+                if "\x00" in k or not _is_unicode(k):
+                    return "keys must not contain NUL characters or lone surrogates"
                 stack.append((v, depth + 1))
     return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def faktory_job(row: Mapping[str, Any]) -> dict[str, Any]:

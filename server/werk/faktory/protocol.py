@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -52,12 +53,20 @@ def parse_line(line: bytes) -> Command | None:
 
 
 def load_json(payload: str, what: str) -> Any:
+    """Strict JSON: no NaN/Infinity. The standard parser keeps big integers exact (orjson would
+    turn integers beyond 64 bits into floats silently), so the limits can reject them."""
     if not payload:
         raise ProtocolError(f"{what} needs a JSON payload")
     try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError as exc:
+        return json.loads(payload, parse_constant=_no_constant)
+    except RecursionError:
+        raise ProtocolError(f"invalid JSON in {what}: nested too deeply") from None
+    except ValueError as exc:
         raise ProtocolError(f"invalid JSON in {what}: {exc}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def dump_json(value: Any) -> bytes:
