@@ -98,7 +98,9 @@ def node_client() -> Path:
         message = f"Node client tests SKIPPED: node/npm not found; {NODE_INSTALL}"
         warnings.warn(message, stacklevel=1)
         pytest.skip(message)
-    if not (NODE_DIR / "node_modules" / "faktory-worker" / "package.json").exists():
+    installed = NODE_DIR / "node_modules" / ".package-lock.json"  # written by npm
+    lock = NODE_DIR / "package-lock.json"
+    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
         result = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund"],
             cwd=NODE_DIR,
