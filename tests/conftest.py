@@ -66,7 +66,12 @@ def clock() -> ManualClock:
 @pytest.fixture
 def make_settings(database_url: str) -> Callable[..., Settings]:
     def make(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {"database_url": database_url, "poll_interval": 0.2}
+        # FWP off unless a test asks for it: 7419 may be taken (by another test's server).
+        values: dict[str, Any] = {
+            "database_url": database_url,
+            "poll_interval": 0.2,
+            "faktory_port": 0,
+        }
         values.update(overrides)
         return Settings(**values)
 

@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.add_argument("--workers", type=int, help="HTTP worker processes (WERK_WORKERS)")
     serve.add_argument(
+        "--faktory-port", type=int, help="Faktory protocol port, 0 = off (WERK_FAKTORY_PORT, 7419)"
+    )
+    serve.add_argument(
         "--insecure",
         action="store_const",
         const=True,

@@ -38,6 +38,7 @@ class ServerProcess:
             "WERK_PORT": str(self.port),
             "WERK_HOST": "127.0.0.1",
             "WERK_LOG_LEVEL": "warning",
+            "WERK_FAKTORY_PORT": "0",
         }
         settings.update(env or {})
         self._env = clean_env(settings)
