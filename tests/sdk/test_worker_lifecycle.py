@@ -100,7 +100,7 @@ def test_a_second_sigint_cuts_the_grace_period_short(werk_server, tmp_path):
 
 def test_lease_extension_keeps_a_long_job_from_being_handed_out_twice(werk_server, tmp_path):
     with Client(werk_server.url) as client:
-        job = client.push("sleepy", [6, "long"], reserve_for=60)
+        job = client.push("sleepy", [8, "long"], reserve_for=60)
         env = {"WERK_EXTEND_FRACTION": "0.03"}  # extend every 1.8 s
         with WorkerProcess(werk_server.url, tmp_path, env=env):
             wait_for(lambda: _started(tmp_path, "long"), timeout=30)
@@ -110,14 +110,17 @@ def test_lease_extension_keeps_a_long_job_from_being_handed_out_twice(werk_serve
             _run(sql(werk_server.database_url, _SET_EXPIRY, job.jid, soon))
             expiries = set()
             deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and not _gone(client, job.jid):
-                current = client.get(job.jid)
+            while time.monotonic() < deadline:
+                try:
+                    current = client.get(job.jid)
+                except JobNotFound:
+                    break  # finished (and acked) already
                 assert current.state == "active" and current.attempt == 1
                 expiries.add(current.lease_expires_at)
                 assert client.fetch(["default"], wid="rival", count=10) == []
                 time.sleep(0.25)
             assert max(expiries) > datetime.now(UTC) + timedelta(seconds=30)
-            assert len(expiries) >= 3
+            assert len(expiries) >= 2  # moved forward more than once
             wait_for(lambda: _gone(client, job.jid), timeout=20)
         assert lines(tmp_path, "done.txt") == ["long attempt=1"]
         assert client.info().totals.failed == 0
