@@ -205,7 +205,7 @@ def test_quiet_stops_fetching_and_terminate_stops_the_worker(werk_server, tmp_pa
             wait_for(lambda: _started(tmp_path, "during-quiet"), timeout=30)
             _admin(werk_server.url, "/v1/workers/w-quiet/quiet")
             wait_for(lambda: "quiet:" in worker.log, timeout=10)
-            time.sleep(1.5)  # let the last long poll (1 s) end
+            time.sleep(3)  # let the last long poll (1 s) end, even on a loaded machine
             waiting = client.push("record", ["after-quiet"])
             wait_for(lambda: _gone(client, running.jid), timeout=20)  # running job finished
             time.sleep(1.5)
