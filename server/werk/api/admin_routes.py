@@ -15,7 +15,7 @@ from werk.api.views import JSON, job_view
 from werk.domain.job import WorkerState
 from werk.services.admin import JobAction, JobQuery
 
-router = APIRouter(prefix="/v1", tags=["admin"])
+router = APIRouter(prefix="/v1", tags=["admin"], responses=schemas.INVALID_REQUEST)
 
 JidPath = Annotated[str, Path(min_length=1, max_length=200)]
 QueuePath = Annotated[str, Path(min_length=1, max_length=100)]

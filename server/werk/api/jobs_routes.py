@@ -11,7 +11,7 @@ from werk.api.views import JSON, job_view
 from werk.errors import InvalidRequest
 from werk.services.jobs import JobSpec
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], responses=schemas.INVALID_REQUEST)
 
 
 def _spec(p: schemas.JobPush) -> JobSpec:
@@ -64,7 +64,12 @@ async def push_batch(
     )
 
 
-@router.get("/jobs/{jid}", operation_id="jobs-get", response_model=schemas.Job)
+@router.get(
+    "/jobs/{jid}",
+    operation_id="jobs-get",
+    response_model=schemas.Job,
+    responses={404: {"model": schemas.Problem, "description": "job_not_found"}},
+)
 async def get(services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """Read a job in any state (completed jobs are deleted at ack unless retention is set)."""
     return JSON(job_view(await services.jobs.get(jid)))

@@ -272,6 +272,13 @@ class Info(BaseModel):
     workers: int
 
 
+class ProblemFieldError(BaseModel):
+    """One invalid field of a rejected request: where it is (``jobs.3.queue``) and what is wrong."""
+
+    loc: str
+    message: str
+
+
 class Problem(BaseModel):
     """RFC 9457 problem details, with Werk's stable machine ``code``."""
 
@@ -280,4 +287,11 @@ class Problem(BaseModel):
     status: int
     detail: str
     code: str
-    errors: list[dict[str, Any]] | None = None
+    errors: list[ProblemFieldError] | None = None
+
+
+# Every error is a Problem; documented per route so generated clients parse it (FastAPI's own
+# 422 schema, HTTPValidationError, is never what the server sends).
+INVALID_REQUEST: dict[int | str, dict[str, Any]] = {
+    422: {"model": Problem, "description": "invalid_request"}
+}

@@ -12,7 +12,7 @@ from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.views import JSON, job_view
 from werk.errors import InvalidRequest
 
-router = APIRouter(prefix="/v1", tags=["work"])
+router = APIRouter(prefix="/v1", tags=["work"], responses=schemas.INVALID_REQUEST)
 
 _LEASE_LOST: dict[int | str, dict[str, Any]] = {
     409: {"model": schemas.Problem, "description": "lease_lost"}
