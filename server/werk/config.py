@@ -46,9 +46,7 @@ class TokenConfig(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="WERK_", extra="ignore", hide_input_in_errors=True
-    )
+    model_config = SettingsConfigDict(env_prefix="WERK_", extra="ignore", hide_input_in_errors=True)
 
     host: str = "127.0.0.1"
     port: int = Field(7420, ge=0, le=65535)

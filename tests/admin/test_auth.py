@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import ValidationError
-from werk.config import Settings
 
 from tests.conftest import InProcess
 from tests.support.server import clean_env
+from werk.config import Settings
 
 TOKENS = {
     "push": "push-token-0123456789",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from werk.errors import InvalidRequest
 
 from tests.conftest import InProcess
+from werk.errors import InvalidRequest
 
 
 async def push(api: InProcess, queue: str, n: int = 1) -> None:

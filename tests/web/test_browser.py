@@ -64,14 +64,26 @@ def seed(url: str) -> dict[str, str]:
             return dict(job)
 
         def fail(job: dict[str, Any], **extra: Any) -> None:
-            body = {"lease": job["lease"], "errtype": "RuntimeError",
-                    "message": "the upstream said no", "backtrace": [
-                        "app/jobs.py:42 in perform", "app/client.py:7 in call"], **extra}  # fmt: skip
+            body = {
+                "lease": job["lease"],
+                "errtype": "RuntimeError",
+                "message": "the upstream said no",
+                "backtrace": ["app/jobs.py:42 in perform", "app/client.py:7 in call"],
+                **extra,
+            }
             assert http.post(f"/v1/jobs/{job['jid']}/fail", json=body).status_code == 200
 
         for wid, host in (("worker-a", "box-1"), ("worker-b", "box-2")):
-            http.post("/v1/beat", json={"wid": wid, "hostname": host, "pid": 4242,
-                                        "labels": ["python", "reports"], "rss_kb": 81920})
+            http.post(
+                "/v1/beat",
+                json={
+                    "wid": wid,
+                    "hostname": host,
+                    "pid": 4242,
+                    "labels": ["python", "reports"],
+                    "rss_kb": 81920,
+                },
+            )
         dead = push(queue="reports", retry=-1, args=[7, "quarterly"])
         fail(fetch("reports", "worker-a"))
         retrying = push(queue="reports", retry=3, args=[8])
