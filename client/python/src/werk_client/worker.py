@@ -181,7 +181,7 @@ class Worker:
         self.processed = 0
         self.failed = 0
         self._state: WorkerState = "running"
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, _Running] = {}  # by lease
         self._loop: asyncio.AbstractEventLoop | None = None
         self._grace: float = config.grace
         self._signals = 0
@@ -205,7 +205,7 @@ class Worker:
 
     @property
     def running_jids(self) -> list[str]:
-        return list(self._running)
+        return [run.record.jid for run in self._running.values()]
 
     def quiet(self) -> None:
         """Stop fetching; running jobs finish. Safe to call from any thread."""
@@ -466,7 +466,9 @@ class Worker:
 
     def _start(self, record: JobRecord) -> None:
         run = _Running(record, self.registry.get(record.jobtype), self)
-        self._running[record.jid] = run
+        # Keyed by lease: the same jid may come back to this worker (after an expiry) while
+        # the abandoned attempt is still winding down.
+        self._running[run.lease] = run
         self._drained.clear()
         run.task = asyncio.create_task(self._process(run), name=f"werk-job-{record.jid}")
 
@@ -503,7 +505,7 @@ class Worker:
                 await self._send_fail(run, report)
         finally:
             keeper.cancel()
-            self._running.pop(run.record.jid, None)
+            self._running.pop(run.lease, None)
             if not self._running:
                 self._drained.set()
             self._wake.set()
