@@ -200,7 +200,18 @@ class AdminService:
         """Ask every live worker to quiet or terminate; returns how many changed state."""
         return len(await admin_queries.signal_workers(self._pool, None, state.value))
 
-    # -- history -------------------------------------------------------------------------
+    # -- totals and history --------------------------------------------------------------
+
+    async def totals(self) -> dict[str, int]:
+        """Lifetime processed/failed/pushed (from the counters) and live workers; cheap enough
+        to poll."""
+        counters, workers = await admin_queries.metrics_counters(self._pool)
+        return {
+            "processed": sum(c.processed for c in counters),
+            "failed": sum(c.failed for c in counters),
+            "pushed": sum(c.pushed for c in counters),
+            "workers": sum(workers.values()),
+        }
 
     async def history(self, days: int, queue: str | None = None) -> list[Row]:
         if not 1 <= days <= 366:
