@@ -1,0 +1,1 @@
+"""Werk benchmark harness: `python -m bench run all` (see bench/README.md)."""

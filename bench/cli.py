@@ -1,0 +1,589 @@
+"""python -m bench run <scenario...> [options]  — see bench/README.md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bench import report, scenarios
+from bench.scenarios import Context
+from bench.target import REPO, Db, Target, resolve_database, start_server
+
+ORDER = ["livez", "push-single", "push-batch", "work", "latency", "idle", "backlog", "churn"]
+NEEDS_DB = {"backlog", "churn", "explain"}
+
+TARGETS = {
+    # name -> (metric, comparison, bar)
+    "push-single clients=32": ("rate", ">=", 6000),
+    "push-batch batch=1000": ("rate", ">=", 100_000),
+    "work count=100 batch-ack": ("rate", ">=", 60_000),
+    "work count=1 single-ack": ("rate", ">=", 4000),
+}
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def _fmt(x: float) -> str:
+    if x >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.2f}"
+
+
+class Runner:
+    def __init__(self, ctx: Context, out: dict[str, Any]) -> None:
+        self.ctx = ctx
+        self.out = out
+
+    def record(self, result: dict[str, Any], line: str) -> None:
+        self.out["results"].append(result)
+        print(line, flush=True)
+
+    async def rate(
+        self,
+        scenario: str,
+        variant: str,
+        params: dict[str, Any],
+        once: Callable[[], Awaitable[dict[str, Any]]],
+        *,
+        reset: bool = True,
+        extra: str = "",
+    ) -> dict[str, Any]:
+        runs = []
+        for _ in range(self.ctx.repeat):
+            if reset:
+                await scenarios._reset(self.ctx)
+            runs.append(await once())
+        rates = [r["rate"] for r in runs]
+        s = _summary(rates)
+        name = f"{scenario} {variant}".strip()
+        result: dict[str, Any] = {
+            "scenario": scenario,
+            "variant": variant,
+            "name": name,
+            "params": params,
+            "unit": "jobs/s",
+            "runs": runs,
+            **s,
+        }
+        target = TARGETS.get(name)
+        if target and scenario != "backlog":
+            result["target"] = {"metric": "median jobs/s", "bar": target[2]}
+            result["met"] = s["median"] >= target[2]
+        cpu = runs[-1].get("cpu", {})
+        cost = {
+            k: statistics.median(r["cpu_us_per_job"][k] for r in runs)
+            for k in ("client", "server", "postgres")
+        }
+        ceiling = 2e6 / max(cost["server"] + cost["postgres"], 1e-9)
+        result["cpu_us_per_job_median"] = cost
+        result["cpu_bound_ceiling"] = round(ceiling)
+        waits = runs[-1].get("pg_waits") or {}
+        sessions = list(waits.get("avg_active_sessions", {}).items())[:3]
+        wtxt = ", ".join(f"{k} {v}" for k, v in sessions)
+        wtxt = f"  | pg sessions: {wtxt}" if wtxt else ""
+        cpu_txt = (
+            (
+                f"  | cpu us/job server={cost['server']:.0f} pg={cost['postgres']:.0f} "
+                f"client={cost['client']:.0f} (2-core ceiling {ceiling:,.0f}/s)  "
+                f"other load={cpu.get('other_pct')}%"
+            )
+            if cpu
+            else ""
+        )
+        verdict = ""
+        if "met" in result:
+            verdict = f"  target>={target[2]:,} {'MET' if result['met'] else 'MISSED'}"  # type: ignore[index]
+        ptxt = "  ".join(f"{k}={v}" for k, v in params.items())
+        line = (
+            f"{scenario:<12} {variant:<24} {ptxt}  runs={len(runs)}  "
+            f"min={_fmt(s['min'])} median={_fmt(s['median'])} jobs/s"
+            f"{extra}{verdict}{cpu_txt}{wtxt}"
+        )
+        self.record(result, line)
+        return result
+
+    # -- scenarios --------------------------------------------------------------------------
+
+    async def livez(self) -> None:
+        c = self.ctx
+        runs = [await scenarios.livez(c) for _ in range(c.repeat)]
+        s = _summary([r["rate"] for r in runs])
+        us = statistics.median(r["client_us_per_request"] for r in runs)
+        self.record(
+            {
+                "scenario": "livez",
+                "variant": "clients=32",
+                "name": "livez clients=32",
+                "unit": "requests/s",
+                "runs": runs,
+                **s,
+            },
+            f"{'livez':<12} {'clients=32':<24} requests={runs[0]['jobs']}  runs={len(runs)}  "
+            f"min={_fmt(s['min'])} median={_fmt(s['median'])} req/s  "
+            f"(client CPU {us:.0f} us/request, i.e. {1e6 / us:,.0f} req/s per client core)",
+        )
+
+    async def push_single(self) -> None:
+        c = self.ctx
+        for clients in c.push_clients:
+            r = await self.rate(
+                "push-single",
+                f"clients={clients}",
+                {"jobs": c.jobs},
+                lambda k=clients: scenarios.push_single(c, k),
+            )
+            c.baselines[r["name"]] = r["median"]
+
+    async def push_batch(self) -> None:
+        c = self.ctx
+        for batch in c.batch_sizes:
+            r = await self.rate(
+                "push-batch",
+                f"batch={batch}",
+                {"clients": c.batch_clients, "jobs": c.jobs},
+                lambda b=batch: scenarios.push_batch(c, b, c.batch_clients),
+            )
+            c.baselines[r["name"]] = r["median"]
+
+    async def work(self) -> None:
+        c = self.ctx
+        for count, workers, label in (
+            (1, c.work_workers_1, "count=1 single-ack"),
+            (100, c.work_workers_100, "count=100 batch-ack"),
+        ):
+            r = await self.rate(
+                "work",
+                label,
+                {"workers": workers, "jobs": c.jobs},
+                lambda k=count, w=workers: scenarios.work(c, k, w),
+            )
+            c.baselines[r["name"]] = r["median"]
+
+    async def latency(self) -> None:
+        c = self.ctx
+        runs = [await scenarios.latency(c) for _ in range(c.repeat)]
+        summary = {k: _summary([r[k] for r in runs]) for k in ("p50_ms", "p99_ms", "max_ms")}
+        met = summary["p50_ms"]["median"] <= 1.5 and summary["p99_ms"]["median"] <= 4.0
+        parts = "  ".join(
+            f"{k[:-3]} min={v['min']:.2f} median={v['median']:.2f}" for k, v in summary.items()
+        )
+        self.record(
+            {
+                "scenario": "latency",
+                "variant": "idle long poll",
+                "name": "latency",
+                "unit": "ms",
+                "runs": runs,
+                "summary": summary,
+                "target": {"p50_ms": 1.5, "p99_ms": 4.0},
+                "met": met,
+            },
+            f"{'latency':<12} {'idle long poll':<24} interval={c.latency_interval * 1e3:.0f}ms  "
+            f"jobs={c.latency_jobs}  runs={len(runs)}  {parts} ms  "
+            f"target p50<=1.5 p99<=4 {'MET' if met else 'MISSED'}",
+        )
+
+    async def idle(self) -> None:
+        c = self.ctx
+        runs = [await scenarios.idle(c) for _ in range(c.repeat)]
+        rss = _summary([r["rss_mb"] for r in runs])
+        cpu = _summary([r["server_cpu_pct"] for r in runs])
+        conns = [r.get("db_connections_max") for r in runs]
+        active = [r.get("db_connections_active_max") for r in runs]
+        # one pool (10 by default) + one LISTEN connection per server process is the most a
+        # server without per-poll connections can hold, whatever the number of polls
+        bound = (c.target.workers or 1) * (c.pool_max + 1)
+        no_conn_per_poll = all(x is not None and x <= bound for x in conns)
+        met = no_conn_per_poll and rss["median"] <= 150 and cpu["median"] <= 5
+        self.record(
+            {
+                "scenario": "idle",
+                "variant": f"polls={c.idle_polls}",
+                "name": "idle",
+                "runs": runs,
+                "rss_mb": rss,
+                "server_cpu_pct": cpu,
+                "target": {"rss_mb": 150, "cpu_pct": 5, "db_connections": "not one per poll"},
+                "met": met,
+            },
+            f"{'idle':<12} {'polls=' + str(c.idle_polls):<24} runs={len(runs)}  "
+            f"rss min={rss['min']:.0f} median={rss['median']:.0f} MB  "
+            f"server cpu min={cpu['min']:.1f} median={cpu['median']:.1f} %  "
+            f"db connections max={conns} (bound {bound}) active max={active}  "
+            f"errors={[r['errors'] for r in runs]}  target rss<=150MB cpu<=5% "
+            f"{'MET' if met else 'MISSED'}",
+        )
+
+    async def explain(self) -> dict[str, Any]:
+        c = self.ctx
+        seeded = await scenarios.seed_backlog(c)
+        ex = seeded["explain"]
+        self.record(
+            {
+                "scenario": "explain",
+                "variant": f"backlog={c.backlog}",
+                "name": "explain",
+                **seeded,
+                "met": ex["uses_claim_index"],
+            },
+            f"{'explain':<12} {'claim query':<24} backlog={c.backlog} dead={c.dead}  "
+            f"werk_jobs_claim_idx in custom+generic plan: "
+            f"{'yes' if ex['uses_claim_index'] else 'NO'}  (seeded in {seeded['seconds']} s)",
+        )
+        return seeded
+
+    async def backlog(self) -> None:
+        c = self.ctx
+        # baselines on an empty queue, unless this invocation measured them already
+        subs: list[tuple[str, dict[str, Any], Callable[[], Awaitable[dict[str, Any]]]]] = [
+            ("push-single clients=32", {}, lambda: scenarios.push_single(c, 32)),
+            ("push-batch batch=1000", {}, lambda: scenarios.push_batch(c, 1000, c.batch_clients)),
+            (
+                "work count=1 single-ack",
+                {},
+                lambda: scenarios.work(c, 1, c.work_workers_1, seed_jobs=False),
+            ),
+            (
+                "work count=100 batch-ack",
+                {},
+                lambda: scenarios.work(c, 100, c.work_workers_100, seed_jobs=False),
+            ),
+        ]
+        for name, _, _ in subs:
+            if name not in c.baselines:
+                scen, _, variant = name.partition(" ")
+                if scen == "push-single":
+                    await self.push_single_only(32)
+                elif scen == "push-batch":
+                    r = await self.rate(
+                        "push-batch",
+                        variant,
+                        {"clients": c.batch_clients},
+                        lambda: scenarios.push_batch(c, 1000, c.batch_clients),
+                    )
+                    c.baselines[name] = r["median"]
+                else:
+                    count, workers = (
+                        (1, c.work_workers_1)
+                        if "count=1 " in name + " "
+                        else (100, c.work_workers_100)
+                    )
+                    r = await self.rate(
+                        "work",
+                        variant,
+                        {"workers": workers, "jobs": c.jobs},
+                        lambda k=count, w=workers: scenarios.work(c, k, w),
+                    )
+                    c.baselines[name] = r["median"]
+        await self.explain()
+        met = True
+        for name, _, once in subs:
+            base = c.baselines[name]
+            r = await self.rate(
+                "backlog", name, {"backlog": c.backlog, "dead": c.dead}, once, reset=False, extra=""
+            )
+            ratio = r["median"] / base
+            r["empty_median"] = base
+            r["ratio_to_empty"] = round(ratio, 3)
+            r["met"] = ratio >= 0.8
+            met = met and r["met"]
+            print(
+                f"{'':<12} {'':<24} vs empty median {_fmt(base)} jobs/s: ratio {ratio:.2f} "
+                f"{'MET (>=0.80)' if r['met'] else 'MISSED (<0.80)'}",
+                flush=True,
+            )
+        async with c.db() as db:
+            self.out["results"][-1]["sizes_after"] = await db.sizes()
+            explain = await db.explain_claim(scenarios.QUEUE)
+        self.record(
+            {
+                "scenario": "explain",
+                "variant": "after backlog runs",
+                "name": "explain-after",
+                "explain": explain,
+                "met": explain["uses_claim_index"],
+            },
+            f"{'explain':<12} {'after backlog runs':<24} werk_jobs_claim_idx in "
+            "custom+generic "
+            f"plan: {'yes' if explain['uses_claim_index'] else 'NO'}",
+        )
+
+    async def push_single_only(self, clients: int) -> None:
+        c = self.ctx
+        r = await self.rate(
+            "push-single",
+            f"clients={clients}",
+            {"jobs": c.jobs},
+            lambda: scenarios.push_single(c, clients),
+        )
+        c.baselines[r["name"]] = r["median"]
+
+    async def churn(self) -> None:
+        c = self.ctx
+        runs = []
+        for _ in range(c.repeat):
+            runs.append(await scenarios.churn(c))
+        s = _summary([r["rate"] for r in runs])
+        g = _summary([r["growth_end"] for r in runs])
+        gs = _summary([r["growth_settled"] for r in runs])
+        met = g["median"] <= 2.0
+        self.record(
+            {
+                "scenario": "churn",
+                "variant": f"jobs={c.churn}",
+                "name": "churn",
+                "runs": runs,
+                "rate": s,
+                "growth_end": g,
+                "growth_settled": gs,
+                "target": {"growth_end": 2.0},
+                "met": met,
+            },
+            f"{'churn':<12} {'jobs=' + str(c.churn):<24} runs={len(runs)}  "
+            f"rate min={_fmt(s['min'])} median={_fmt(s['median'])} jobs/s  "
+            f"size end/first min={g['min']:.2f} median={g['median']:.2f}x "
+            f"(after 15 s: {gs['median']:.2f}x; first={runs[-1]['first_total_kb']:,} kB "
+            f"end={runs[-1]['end_total_kb']:,} kB)  target<=2x {'MET' if met else 'MISSED'}",
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run scenarios")
+    r.add_argument("scenarios", nargs="+", help=f"any of {', '.join(ORDER)}, explain, or all")
+    r.add_argument("--url", help="an already running server (else one is started)")
+    r.add_argument("--server-pid", type=int, help="with --url: the server's pid, for CPU/RSS")
+    r.add_argument(
+        "--database-url",
+        help="the server's database (seeding, sizes, EXPLAIN); "
+        "default: fresh database werk_bench on postgresql://postgres@127.0.0.1:5432/, "
+        "or the embedded PostgreSQL",
+    )
+    r.add_argument(
+        "--server-workers",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="werk serve --workers; several values run everything once per value",
+    )
+    r.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for the started server (e.g. WERK_POOL_MAX_SIZE=20)",
+    )
+    r.add_argument("--jobs", type=int, default=20_000, help="jobs per run (push, work)")
+    r.add_argument("--repeat", type=int, default=2)
+    r.add_argument("--backlog", type=int, default=1_000_000)
+    r.add_argument("--dead", type=int, default=100_000)
+    r.add_argument("--churn", type=int, default=2_000_000)
+    r.add_argument("--churn-first", type=int, default=100_000)
+    r.add_argument("--latency-jobs", type=int, default=2000)
+    r.add_argument("--latency-interval-ms", type=float, default=10.0)
+    r.add_argument("--idle-polls", type=int, default=1000)
+    r.add_argument("--push-clients", type=int, nargs="+", default=[8, 32])
+    r.add_argument("--batch-sizes", type=int, nargs="+", default=[100, 1000])
+    r.add_argument("--batch-clients", type=int, default=4)
+    r.add_argument("--work-workers-1", type=int, default=32)
+    r.add_argument("--work-workers-100", type=int, default=8)
+    r.add_argument("--churn-producers", type=int, default=2)
+    r.add_argument("--churn-workers", type=int, default=6)
+    r.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes for a smoke run (< 2 minutes); results go to --out/quick",
+    )
+    r.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=60.0,
+        help="before each measured run wait up to this many seconds for the machine "
+        "to be idle (shared machines); 0 = do not wait",
+    )
+    r.add_argument(
+        "--quiet-threshold",
+        type=float,
+        default=25.0,
+        help="idle means at most this CPU %% busy (100 %% = one core)",
+    )
+    r.add_argument(
+        "--nice",
+        type=int,
+        default=None,
+        help="on a machine shared with other work: run the harness, its server and "
+        "the local PostgreSQL cluster at this nice value (e.g. -10; needs root); "
+        "PostgreSQL's previous values are restored at the end",
+    )
+    r.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    r.add_argument("--note", default="", help="free text stored in the result file")
+    sm = sub.add_parser("summary", help="Markdown table of result files (default: bench/results)")
+    sm.add_argument("files", nargs="*")
+    return p
+
+
+def _context(args: argparse.Namespace, target: Target) -> Context:
+    quick = args.quick
+    return Context(
+        target=target,
+        jobs=2000 if quick else args.jobs,
+        repeat=args.repeat,
+        backlog=20_000 if quick else args.backlog,
+        dead=2000 if quick else args.dead,
+        churn=20_000 if quick else args.churn,
+        churn_first=2000 if quick else min(args.churn_first, args.churn // 2),
+        latency_jobs=100 if quick else args.latency_jobs,
+        latency_interval=args.latency_interval_ms / 1e3,
+        idle_polls=100 if quick else args.idle_polls,
+        idle_settle=1.0 if quick else 3.0,
+        idle_window=2.0 if quick else 10.0,
+        push_clients=args.push_clients,
+        batch_sizes=args.batch_sizes,
+        batch_clients=args.batch_clients,
+        work_workers_1=args.work_workers_1,
+        work_workers_100=args.work_workers_100,
+        churn_producers=args.churn_producers,
+        churn_workers=args.churn_workers,
+        quiet_wait=0.0 if quick else args.quiet_wait,
+        quiet_threshold=args.quiet_threshold,
+        pool_max=int(
+            dict(kv.split("=", 1) for kv in args.server_env).get("WERK_POOL_MAX_SIZE", 10)
+        ),
+    )
+
+
+async def _run_one(args: argparse.Namespace, names: list[str], workers: int | None) -> None:
+    from bench import procstat
+
+    if args.nice is not None:
+        os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by the server we start
+    started_here = args.url is None
+    if started_here:
+        assert workers is not None
+        db_url, db_desc = await resolve_database(args.database_url)
+        env = dict(kv.split("=", 1) for kv in args.server_env)
+        target = start_server(db_url, workers, REPO / "bench" / "logs", env)
+    else:
+        db_url, db_desc = args.database_url, "given" if args.database_url else "none"
+        target = Target(
+            url=args.url.rstrip("/"), database_url=db_url, pid=args.server_pid, workers=workers
+        )
+    ctx = _context(args, target)
+    pg: dict[str, Any] = {}
+    reniced: dict[int, int] = {}
+    if db_url:
+        async with Db(db_url) as db:
+            pg = await db.settings()
+            target.pg_uid = await db.backend_uid()
+            with contextlib.suppress(Exception):
+                data_dir = await db.c.fetchval("SHOW data_directory")
+                pg["data_directory"] = data_dir
+    if args.nice is not None:
+        # the cluster's processes (the server's pool connections included, opened by now)
+        reniced = procstat.renice(procstat.postgres_pids(target.pg_uid), args.nice)
+        procstat.renice(target.server_pids(), args.nice)
+        if pg.get("synchronous_commit") != "on":
+            print(
+                f"WARNING: synchronous_commit is {pg.get('synchronous_commit')}, not on: "
+                "these are not durable-settings figures",
+                flush=True,
+            )
+    out: dict[str, Any] = {
+        "harness": "python -m bench " + " ".join(sys.argv[1:]),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "note": args.note,
+        "git": report.git_state(),
+        "machine": report.machine(),
+        "versions": report.versions(),
+        "postgres": pg,
+        "database": db_desc,
+        "server": {
+            "url": target.url,
+            "started_by_harness": started_here,
+            "workers": workers,
+            "env": args.server_env,
+            "pool": "WERK_POOL_MIN_SIZE/MAX_SIZE defaults (2/10 per process) unless --server-env",
+        },
+        "nice": args.nice,
+        "settings": {k: v for k, v in vars(ctx).items() if k not in ("target", "baselines")},
+        "results": [],
+    }
+    if pg.get("data_directory") and os.path.isdir(os.path.dirname(pg["data_directory"])):
+        out["fsync_probe_start"] = procstat.fsync_probe(os.path.dirname(pg["data_directory"]))
+    print(
+        f"# fsync probe (8 kB write + fdatasync, PostgreSQL's disk): "
+        f"{out.get('fsync_probe_start')}",
+        flush=True,
+    )
+    print(
+        f"# werk bench  commit {out['git']['describe']}  server workers={workers}  "
+        f"url={target.url}  db={db_desc}  synchronous_commit={pg.get('synchronous_commit')}  "
+        f"pg {pg.get('server_version')}",
+        flush=True,
+    )
+    runner = Runner(ctx, out)
+    folder = args.out / "quick" if args.quick else args.out
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    path = folder / f"{stamp}-w{workers or 'x'}-{out['git']['commit'][:8]}.json"
+
+    def save() -> None:  # after every scenario, so a long run that is cut short keeps its part
+        path.write_text(json.dumps(out, indent=1, default=str))
+
+    try:
+        for name in names:
+            if name in NEEDS_DB and not ctx.has_db:
+                print(f"{name:<12} skipped: needs --database-url", flush=True)
+                continue
+            await getattr(runner, name.replace("-", "_"))()
+            save()
+    finally:
+        out["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if pg.get("data_directory") and os.path.isdir(os.path.dirname(pg["data_directory"])):
+            out["fsync_probe_end"] = procstat.fsync_probe(os.path.dirname(pg["data_directory"]))
+        save()
+        print(
+            f"# wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}", flush=True
+        )
+        target.stop()
+        procstat.restore(reniced)
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    if args.command == "summary":
+        from bench.summary import main as summary
+
+        summary(args.files)
+        return
+    names: list[str] = []
+    for n in args.scenarios:
+        if n == "all":
+            names.extend(ORDER)
+        elif n in ORDER or n == "explain":
+            names.append(n)
+        else:
+            raise SystemExit(f"unknown scenario {n!r}; known: {', '.join(ORDER)}, explain, all")
+    names = list(dict.fromkeys(names))
+    names.sort(key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER) - 1.5)
+    try:
+        import uvloop
+
+        loop_factory: Any = uvloop.new_event_loop
+    except ImportError:
+        loop_factory = None
+    for workers in args.server_workers if args.url is None else [None]:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(_run_one(args, names, workers))

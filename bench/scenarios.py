@@ -1,0 +1,595 @@
+"""The named scenarios. Each measurement function runs ONE time and returns a dict; the runner
+repeats it and summarises (min/median)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from bench.httpclient import Connection, open_connections
+from bench.procstat import CpuMeter, machine_busy_seconds, rss_bytes
+from bench.target import Db, Target
+
+QUEUE = "bench"
+
+
+@dataclass
+class Context:
+    target: Target
+    jobs: int
+    repeat: int
+    backlog: int
+    dead: int
+    churn: int
+    churn_first: int
+    latency_jobs: int
+    latency_interval: float
+    idle_polls: int
+    idle_settle: float
+    idle_window: float
+    push_clients: list[int]
+    batch_sizes: list[int]
+    batch_clients: int
+    work_workers_1: int
+    work_workers_100: int
+    churn_producers: int
+    churn_workers: int
+    pool_max: int = 10
+    sample_waits: bool = True
+    quiet_wait: float = 0.0
+    quiet_threshold: float = 25.0
+    baselines: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def has_db(self) -> bool:
+        return self.target.database_url is not None
+
+    def meter(self) -> CpuMeter:
+        return CpuMeter(self.target.pid, self.target.pg_uid)
+
+    def db(self) -> Db:
+        assert self.target.database_url is not None
+        return Db(self.target.database_url)
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _push_body(queue: str) -> bytes:
+    return orjson.dumps({"jobtype": "noop", "args": [], "queue": queue})
+
+
+def _batch_body(queue: str, n: int) -> bytes:
+    return orjson.dumps({"jobs": [{"jobtype": "noop", "args": [], "queue": queue}] * n})
+
+
+async def _connections(ctx: Context, n: int) -> list[Connection]:
+    return await open_connections(ctx.target.host, ctx.target.port, n)
+
+
+def _close(conns: list[Connection]) -> None:
+    for c in conns:
+        c.close()
+
+
+async def wait_quiet(ctx: Context) -> float:
+    """On a shared machine, wait (up to ``quiet_wait`` seconds) until the cores are mostly idle
+    before measuring. Returns the busy share (200 % = two cores) seen in the last second."""
+    deadline = time.monotonic() + ctx.quiet_wait
+    while True:
+        b0, t0 = machine_busy_seconds()
+        await asyncio.sleep(1.0)
+        b1, t1 = machine_busy_seconds()
+        busy = 100 * (os.cpu_count() or 1) * (b1 - b0) / max(t1 - t0, 1e-9)
+        if busy <= ctx.quiet_threshold or time.monotonic() >= deadline:
+            return round(busy, 1)
+
+
+async def _timed(ctx: Context, run: Callable[[], Awaitable[int]]) -> dict[str, Any]:
+    """Runs ``run`` (which returns how many jobs it handled) under the CPU meter."""
+    background = await wait_quiet(ctx) if ctx.quiet_wait > 0 else None
+    sampler = WaitSampler(ctx) if ctx.has_db and ctx.sample_waits else None
+    if sampler is not None:
+        await sampler.start()
+    meter = ctx.meter()
+    meter.start()
+    t0 = time.perf_counter()
+    try:
+        n = await run()
+    finally:
+        waits = await sampler.stop() if sampler is not None else None
+    elapsed = time.perf_counter() - t0
+    cpu = meter.stop(elapsed)
+    per = max(n, 1)
+    # CPU time per job is far less sensitive to other load on a shared machine than jobs/s:
+    # it says what a job costs, and so what two idle cores could do at most.
+    cost = {k: round(1e6 * cpu[k] / per, 1) for k in ("client", "server", "postgres")}
+    return {
+        "jobs": n,
+        "seconds": round(elapsed, 4),
+        "rate": n / elapsed,
+        "cpu": cpu,
+        "cpu_us_per_job": cost,
+        "busy_before_pct": background,
+        "pg_waits": waits,
+    }
+
+
+class WaitSampler:
+    """Poor man's active session history: every 20 ms, what the server's database sessions are
+    doing (on CPU, or waiting, and on what). Shows lock queues and commit (WAL flush) waits."""
+
+    SQL = """SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS w, count(*) AS n
+             FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'werk'
+               AND state = 'active' AND backend_type = 'client backend'
+             GROUP BY 1"""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.counts: dict[str, int] = {}
+        self.samples = 0
+
+    async def start(self) -> None:
+        self.db = ctx_db = self.ctx.db()
+        await ctx_db.__aenter__()
+        self.task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            for r in await self.db.c.fetch(self.SQL):
+                self.counts[r["w"]] = self.counts.get(r["w"], 0) + int(r["n"])
+            self.samples += 1
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> dict[str, Any]:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task
+        await self.db.__aexit__(None, None, None)
+        n = max(self.samples, 1)
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:8]
+        # average number of server sessions in each state at any moment
+        return {
+            "samples": self.samples,
+            "avg_active_sessions": {k: round(v / n, 2) for k, v in top},
+        }
+
+
+async def _reset(ctx: Context) -> None:
+    if ctx.has_db:
+        async with ctx.db() as db:
+            await db.reset()
+
+
+# -- client calibration ---------------------------------------------------------------------
+
+
+async def livez(ctx: Context, clients: int = 32, requests: int | None = None) -> dict[str, Any]:
+    """GET /livez as fast as the pipeline allows: an upper bound of requests/s through uvicorn
+    with this client, and the client's own CPU cost per request."""
+    total = requests or max(ctx.jobs, 2000)
+    conns = await _connections(ctx, clients)
+    remaining = total
+
+    async def one(conn: Connection) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            status, _ = await conn.request("GET", "/livez")
+            assert status == 200, status
+
+    async def run() -> int:
+        await asyncio.gather(*(one(c) for c in conns))
+        return total
+
+    try:
+        r = await _timed(ctx, run)
+    finally:
+        _close(conns)
+    r["client_us_per_request"] = round(1e6 * r["cpu"]["client"] / total, 1)
+    return r
+
+
+# -- producers ------------------------------------------------------------------------------
+
+
+async def push_single(ctx: Context, clients: int, queue: str = QUEUE) -> dict[str, Any]:
+    n = ctx.jobs
+    body = _push_body(queue)
+    conns = await _connections(ctx, clients)
+    for c in conns:  # warm-up: connections open, statements prepared on the server's pool
+        await c.post_raw("/v1/jobs", body, expect=(201,))
+    remaining = n
+    lat: list[float] = []
+
+    async def one(conn: Connection) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            t = time.perf_counter()
+            await conn.post_raw("/v1/jobs", body, expect=(201,))
+            lat.append(time.perf_counter() - t)
+
+    async def run() -> int:
+        await asyncio.gather(*(one(c) for c in conns))
+        return n
+
+    try:
+        r = await _timed(ctx, run)
+    finally:
+        _close(conns)
+    r["request_ms"] = {"p50": round(1e3 * pct(lat, 50), 3), "p99": round(1e3 * pct(lat, 99), 3)}
+    r["client_us_per_job"] = round(1e6 * r["cpu"]["client"] / n, 1)
+    return r
+
+
+async def push_batch(ctx: Context, batch: int, clients: int, queue: str = QUEUE) -> dict[str, Any]:
+    requests = max(1, ctx.jobs // batch)
+    n = requests * batch
+    body = _batch_body(queue, batch)
+    clients = min(clients, requests)
+    conns = await _connections(ctx, clients)
+    for c in conns:  # warm-up
+        await c.post_raw("/v1/jobs/batch", body, expect=(201,))
+    remaining = requests
+
+    async def one(conn: Connection) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await conn.post_raw("/v1/jobs/batch", body, expect=(201,))
+
+    async def run() -> int:
+        await asyncio.gather(*(one(c) for c in conns))
+        return n
+
+    try:
+        r = await _timed(ctx, run)
+    finally:
+        _close(conns)
+    r["requests"] = requests
+    return r
+
+
+# -- workers --------------------------------------------------------------------------------
+
+
+async def seed(ctx: Context, queue: str, n: int, prefix: str = "seed") -> None:
+    if ctx.has_db:
+        async with ctx.db() as db:
+            await db.seed(f"{prefix}-{time.time_ns() % 10**9}-", queue, n)
+            await db.c.execute("ANALYZE werk_jobs")
+        return
+    conn = Connection(ctx.target.host, ctx.target.port)
+    body = _batch_body(queue, 1000)
+    for _ in range((n + 999) // 1000):
+        await conn.post_raw("/v1/jobs/batch", body, expect=(201,))
+    conn.close()
+
+
+async def work(
+    ctx: Context, count: int, workers: int, *, queue: str = QUEUE, seed_jobs: bool = True
+) -> dict[str, Any]:
+    """Fetch + ack through HTTP. count=1 acks each job on its own (POST /v1/jobs/{jid}/ack);
+    count>1 acks the whole fetched batch with one POST /v1/ack."""
+    n = ctx.jobs
+    if seed_jobs:
+        await seed(ctx, queue, n)
+    conns = await _connections(ctx, workers)
+    claimed = 0
+    done = 0
+    fetch_ms: list[float] = []
+
+    async def one(i: int, conn: Connection) -> None:
+        nonlocal claimed, done
+        fetch_body = orjson.dumps(
+            {"queues": [queue], "wid": f"bench-w{i}", "count": count, "wait": 0}
+        )
+        while claimed < n:
+            t = time.perf_counter()
+            jobs = orjson.loads(await conn.post_raw("/v1/fetch", fetch_body))["jobs"]
+            fetch_ms.append(time.perf_counter() - t)
+            if not jobs:
+                return
+            claimed += len(jobs)
+            if count == 1:
+                for j in jobs:
+                    await conn.post_raw(
+                        f"/v1/jobs/{j['jid']}/ack",
+                        orjson.dumps({"lease": j["lease"]}),
+                        expect=(204,),
+                    )
+            else:
+                acks = [{"jid": j["jid"], "lease": j["lease"]} for j in jobs]
+                res = orjson.loads(await conn.post_raw("/v1/ack", orjson.dumps({"acks": acks})))
+                if res["lease_lost"]:
+                    raise RuntimeError(f"lease lost on ack: {res['lease_lost'][:3]}")
+            done += len(jobs)
+
+    async def run() -> int:
+        await asyncio.gather(*(one(i, c) for i, c in enumerate(conns)))
+        return done
+
+    try:
+        r = await _timed(ctx, run)
+    finally:
+        _close(conns)
+    r["fetch_ms"] = {
+        "p50": round(1e3 * pct(fetch_ms, 50), 3),
+        "p99": round(1e3 * pct(fetch_ms, 99), 3),
+    }
+    r["client_us_per_job"] = round(1e6 * r["cpu"]["client"] / max(done, 1), 1)
+    return r
+
+
+# -- latency --------------------------------------------------------------------------------
+
+
+async def latency(ctx: Context, queue: str = "bench-latency") -> dict[str, Any]:
+    """One producer pushes a job every ``latency_interval`` seconds; one long-polling fetcher
+    (wait=30, count=1) takes them. Latency = fetch response received - push request sent (both
+    clocks are this process's perf_counter). Acks go out on a third connection so the fetcher is
+    back in its long poll at once."""
+    n = ctx.latency_jobs
+    producer = Connection(ctx.target.host, ctx.target.port)
+    fetcher = Connection(ctx.target.host, ctx.target.port)
+    acker = Connection(ctx.target.host, ctx.target.port)
+    for c in (producer, fetcher, acker):
+        await c.connect()
+    sent: dict[str, float] = {}
+    lat: list[float] = []
+    push_rtt: list[float] = []
+    ack_q: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+    fetch_body = orjson.dumps({"queues": [queue], "wid": "bench-latency", "count": 1, "wait": 30})
+    got = 0
+
+    async def fetch_loop() -> None:
+        nonlocal got
+        while got < n:
+            jobs = orjson.loads(await fetcher.post_raw("/v1/fetch", fetch_body))["jobs"]
+            now = time.perf_counter()
+            for j in jobs:
+                t0 = sent.get(j["jid"])
+                if t0 is not None:
+                    lat.append(now - t0)
+                got += 1
+                ack_q.put_nowait((j["jid"], j["lease"]))
+
+    async def ack_loop() -> None:
+        while (item := await ack_q.get()) is not None:
+            await acker.post_raw(
+                f"/v1/jobs/{item[0]}/ack", orjson.dumps({"lease": item[1]}), expect=(204,)
+            )
+
+    async def produce() -> None:
+        start = time.perf_counter()
+        for i in range(n):
+            due = start + i * ctx.latency_interval
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            jid = f"lat-{i:07d}-{time.time_ns() % 10**9}"
+            t0 = time.perf_counter()
+            sent[jid] = t0
+            await producer.post_json(
+                "/v1/jobs",
+                {"jid": jid, "jobtype": "noop", "args": [], "queue": queue},
+                expect=(201,),
+            )
+            push_rtt.append(time.perf_counter() - t0)
+
+    background = await wait_quiet(ctx) if ctx.quiet_wait > 0 else None
+    # warm-up: one job end to end
+    await producer.post_json("/v1/jobs", {"jobtype": "noop", "queue": queue}, expect=(201,))
+    j = orjson.loads(await fetcher.post_raw("/v1/fetch", fetch_body))["jobs"][0]
+    await acker.post_raw(
+        f"/v1/jobs/{j['jid']}/ack", orjson.dumps({"lease": j["lease"]}), expect=(204,)
+    )
+    meter = ctx.meter()
+    meter.start()
+    t_start = time.perf_counter()
+    acks = asyncio.create_task(ack_loop())
+    fetching = asyncio.create_task(fetch_loop())
+    await produce()
+    await asyncio.wait_for(fetching, 60)
+    ack_q.put_nowait(None)
+    await acks
+    elapsed = time.perf_counter() - t_start
+    for c in (producer, fetcher, acker):
+        c.close()
+    ms = [1e3 * x for x in lat]
+    return {
+        "jobs": n,
+        "interval_ms": 1e3 * ctx.latency_interval,
+        "p50_ms": round(pct(ms, 50), 3),
+        "p90_ms": round(pct(ms, 90), 3),
+        "p99_ms": round(pct(ms, 99), 3),
+        "max_ms": round(max(ms), 3),
+        "mean_ms": round(statistics.fmean(ms), 3),
+        "push_rtt_p50_ms": round(1e3 * pct(push_rtt, 50), 3),
+        "busy_before_pct": background,
+        "seconds": round(elapsed, 3),
+        "cpu": meter.stop(elapsed),
+    }
+
+
+# -- idle long polls ------------------------------------------------------------------------
+
+
+async def idle(ctx: Context, queue: str = "bench-idle") -> dict[str, Any]:
+    """``idle_polls`` long polls wait on an empty queue. Measures the server's RSS and CPU and the
+    database connections it holds meanwhile."""
+    polls = ctx.idle_polls
+    wait = ctx.idle_settle + ctx.idle_window + 5
+    db_conns_before: dict[str, int] | None = None
+    if ctx.has_db:
+        async with ctx.db() as db:
+            db_conns_before = await db.connections()
+    background = await wait_quiet(ctx) if ctx.quiet_wait > 0 else None
+    rss_before = rss_bytes(ctx.target.server_pids())
+    conns = await _connections(ctx, polls)
+    body = orjson.dumps({"queues": [queue], "wid": "bench-idle", "count": 1, "wait": wait})
+    tasks = [asyncio.create_task(c.post_raw("/v1/fetch", body)) for c in conns]
+    await asyncio.sleep(ctx.idle_settle)
+    pending = sum(not t.done() for t in tasks)
+    meter = ctx.meter()
+    meter.start()
+    t0 = time.perf_counter()
+    db_conns: list[dict[str, int]] = []
+    rss_peak = 0
+    while time.perf_counter() - t0 < ctx.idle_window:
+        rss_peak = max(rss_peak, rss_bytes(ctx.target.server_pids()))
+        if ctx.has_db:
+            async with ctx.db() as db:
+                db_conns.append(await db.connections())
+        await asyncio.sleep(0.5)
+    elapsed = time.perf_counter() - t0
+    cpu = meter.stop(elapsed)
+    still_pending = sum(not t.done() for t in tasks)
+    answers = await asyncio.gather(*tasks, return_exceptions=True)
+    errors = [a for a in answers if isinstance(a, BaseException)]
+    _close(conns)
+    out: dict[str, Any] = {
+        "polls": polls,
+        "pending_at_start": pending,
+        "pending_at_end": still_pending,
+        "errors": len(errors),
+        "server_processes": len(ctx.target.server_pids()),
+        "rss_mb_before": round(rss_before / 2**20, 1),
+        "rss_mb": round(rss_peak / 2**20, 1),
+        "server_cpu_pct": cpu["server_pct"],
+        "cpu": cpu,
+        "window_s": round(elapsed, 2),
+        "busy_before_pct": background,
+    }
+    if errors:
+        out["first_error"] = repr(errors[0])[:300]
+    if db_conns:
+        out["db_connections_before"] = db_conns_before
+        out["db_connections_max"] = max(d["total"] for d in db_conns)
+        out["db_connections_active_max"] = max(d.get("active", 0) for d in db_conns)
+        out["db_connections_samples"] = db_conns[-1]
+    return out
+
+
+# -- churn ----------------------------------------------------------------------------------
+
+
+async def churn(ctx: Context, queue: str = QUEUE) -> dict[str, Any]:
+    """``churn`` jobs through the queue (batch pushes of 1,000 by ``churn_producers`` clients,
+    fetch count=100 + batch ack by ``churn_workers`` clients, at most 20,000 outstanding).
+    Table and index sizes after the first ``churn_first`` jobs, at the end, and after a 15 s
+    pause (autovacuum)."""
+    total = ctx.churn
+    first_at = ctx.churn_first
+    outstanding_max = 20_000
+    batch = 1000
+    body = _batch_body(queue, batch)
+    pushed = 0
+    done = 0
+    room = asyncio.Event()
+    room.set()
+    sizes: dict[str, Any] = {}
+    producers = await _connections(ctx, ctx.churn_producers)
+    workers = await _connections(ctx, ctx.churn_workers)
+
+    async def produce(conn: Connection) -> None:
+        nonlocal pushed
+        while pushed < total:
+            while pushed - done >= outstanding_max:
+                room.clear()
+                await room.wait()
+            k = min(batch, total - pushed)
+            if k <= 0:  # the other producers pushed the rest while this one waited
+                return
+            pushed += k
+            await conn.post_raw(
+                "/v1/jobs/batch", body if k == batch else _batch_body(queue, k), expect=(201,)
+            )
+
+    async def consume(i: int, conn: Connection) -> None:
+        nonlocal done
+        fetch_body = orjson.dumps(
+            {"queues": [queue], "wid": f"bench-churn{i}", "count": 100, "wait": 1}
+        )
+        while done < total:
+            jobs = orjson.loads(await conn.post_raw("/v1/fetch", fetch_body))["jobs"]
+            if not jobs:
+                continue
+            acks = [{"jid": j["jid"], "lease": j["lease"]} for j in jobs]
+            await conn.post_raw("/v1/ack", orjson.dumps({"acks": acks}))
+            done += len(jobs)
+            room.set()
+
+    async def watch(db: Db) -> None:
+        while done < first_at:
+            await asyncio.sleep(0.05)
+        sizes["first"] = await db.sizes()
+        sizes["first"]["after_jobs"] = done
+
+    async with ctx.db() as db:
+        await db.reset()
+        await db.c.execute("VACUUM werk_jobs")
+        sizes["start"] = await db.sizes()
+        watcher = asyncio.create_task(watch(db))
+
+        async def run() -> int:
+            await asyncio.gather(
+                *(produce(c) for c in producers), *(consume(i, c) for i, c in enumerate(workers))
+            )
+            return done
+
+        try:
+            r = await _timed(ctx, run)
+        finally:
+            _close(producers)
+            _close(workers)
+        await watcher
+        sizes["end"] = await db.sizes()
+        await asyncio.sleep(15)
+        sizes["settled"] = await db.sizes()
+    f, e, s = sizes["first"], sizes["end"], sizes["settled"]
+    r["sizes"] = sizes
+    r["first_total_kb"] = f["total"] // 1024
+    r["end_total_kb"] = e["total"] // 1024
+    r["settled_total_kb"] = s["total"] // 1024
+    r["growth_end"] = round(e["total"] / f["total"], 2)
+    r["growth_settled"] = round(s["total"] / f["total"], 2)
+    return r
+
+
+# -- backlog --------------------------------------------------------------------------------
+
+
+async def seed_backlog(ctx: Context, queue: str = QUEUE) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    async with ctx.db() as db:
+        await db.reset()
+        await db.seed("backlog-", queue, ctx.backlog)
+        await db.seed("dead-", "bench-dead", ctx.dead, dead=True)
+        await db.c.execute("VACUUM ANALYZE werk_jobs")
+        explain = await db.explain_claim(queue)
+        sizes = await db.sizes()
+    return {"seconds": round(time.perf_counter() - t0, 1), "explain": explain, "sizes": sizes}
+
+
+async def with_timeout(aw: Awaitable[Any], seconds: float) -> Any:
+    with contextlib.suppress(asyncio.TimeoutError):
+        return await asyncio.wait_for(aw, seconds)
+    return None
