@@ -28,7 +28,6 @@ from .models import (
 
 DEFAULT_URL = "http://127.0.0.1:7420"
 MAX_BATCH = 1000
-MAX_FETCH = 100
 MAX_FETCH_WAIT = 30.0
 # Extra read time on top of a long poll's wait, so the client never gives up on a fetch
 # that the server is about to answer.
@@ -146,15 +145,16 @@ def merge_push_results(results: Iterable[PushManyResult]) -> PushManyResult:
 def fetch_call(queues: Sequence[str], wid: str, count: int, wait: float) -> Call:
     if isinstance(queues, str):
         queues = [q for q in queues.split(",") if q]
-    wait = max(0.0, min(MAX_FETCH_WAIT, wait))
+    # Values go out as given: the server validates them and answers invalid_request.
     body = {
         "queues": list(queues),
         "wid": wid,
-        "count": max(1, min(MAX_FETCH, count)),
+        "count": count,
         "wait": int(wait) if float(wait).is_integer() else wait,
     }
     # Not idempotent: repeating a fetch whose answer was lost would lease a second batch.
-    return Call("POST", "/v1/fetch", body, idempotent=False, timeout=wait + LONG_POLL_SLACK)
+    timeout = max(0.0, min(MAX_FETCH_WAIT, float(wait))) + LONG_POLL_SLACK
+    return Call("POST", "/v1/fetch", body, idempotent=False, timeout=timeout)
 
 
 def parse_fetch(data: Any) -> list[JobRecord]:
