@@ -97,5 +97,5 @@ def depth_chart(queues: Sequence[Any]) -> Chart:
             bars.append(Bar(round(x, 1), round(top, 1), round(bar_w, 1), round(h, 1),
                             f"st-{state}", f"{q.name}: {n} {state}"))  # fmt: skip
         labels.append((round(x + bar_w / 2, 1), q.name[:14]))
-        values.append((round(x + bar_w / 2, 1), round(top - 4, 1), str(totals[i])))
+        values.append((round(x + bar_w / 2, 1), round(max(top - 4, 9), 1), f"{totals[i]:,}"))
     return Chart(WIDTH, HEIGHT, bars, y_max, labels, baseline, PAD_LEFT, values)

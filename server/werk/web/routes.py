@@ -79,6 +79,7 @@ def _templates() -> jinja2.Environment:
     env.filters["ts"] = _timestamp
     env.filters["pathq"] = lambda v: quote(str(v), safe="")
     env.filters["compact"] = lambda v: orjson.dumps(v).decode()
+    env.filters["num"] = lambda v: f"{int(v):,}"
     return env
 
 

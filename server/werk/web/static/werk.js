@@ -58,8 +58,8 @@
         previous = now;
         var p = document.getElementById("total-processed");
         var f = document.getElementById("total-failed");
-        if (p) p.textContent = String(now.processed);
-        if (f) f.textContent = String(now.failed);
+        if (p) p.textContent = now.processed.toLocaleString("en-US");
+        if (f) f.textContent = now.failed.toLocaleString("en-US");
       })
       .catch(function () { /* the next poll tries again */ });
   }
