@@ -6,6 +6,7 @@ typed results and typed errors express exactly the same behaviour.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import secrets
@@ -17,7 +18,7 @@ import pytest
 
 from tests.contract.fixtures import shared_werk
 from tests.contract.replay import lookup, mismatches, scenario_files, substitute
-from werk_client import Client, WerkError
+from werk_client import AsyncClient, Client, WerkError
 
 __all__ = ["shared_werk"]
 
@@ -35,7 +36,7 @@ def as_json(value: Any) -> Any:
     return value
 
 
-def call(client: Client, op: str, params: dict[str, Any]) -> Any:
+def call(client: Any, op: str, params: dict[str, Any]) -> Any:
     p = dict(params)
     if op == "push":
         return client.push(p.pop("jobtype"), **p)
@@ -60,11 +61,31 @@ def call(client: Client, op: str, params: dict[str, Any]) -> Any:
     raise AssertionError(f"unknown op {op}")
 
 
+class _Blocking:
+    """``AsyncClient`` driven from this synchronous test, one loop for the whole scenario."""
+
+    def __init__(self, url: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._client = AsyncClient(url, timeout=30)
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        return lambda *args, **kwargs: self._loop.run_until_complete(method(*args, **kwargs))
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._client.aclose())
+        self._loop.close()
+
+
+@pytest.mark.parametrize("kind", ["Client", "AsyncClient"])
 @pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
-def test_scenario_through_the_sdk(shared_werk, path: Path) -> None:
+def test_scenario_through_the_sdk(shared_werk, path: Path, kind: str) -> None:
     scenario = json.loads(path.read_text())
     variables: dict[str, Any] = {"run": secrets.token_hex(4)}
-    with Client(shared_werk.url, timeout=30) as client:
+    client: Any = (
+        Client(shared_werk.url, timeout=30) if kind == "Client" else _Blocking(shared_werk.url)
+    )
+    try:
         for number, step in enumerate(scenario["steps"]):
             where = f"{scenario['name']} step {number} ({step['op']})"
             params = substitute(step.get("params", {}), variables)
@@ -82,3 +103,5 @@ def test_scenario_through_the_sdk(shared_werk, path: Path) -> None:
             assert not errs, f"{where}: {errs}"
             for name, dotted in step.get("save", {}).items():
                 variables[name] = lookup(result, dotted)
+    finally:
+        client.close()
