@@ -3,7 +3,7 @@ Routes translate; services/admin.py and services/queues.py decide."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 from starlette.responses import Response
@@ -14,6 +14,7 @@ from werk.api.deps import ServicesDep
 from werk.api.views import JSON, job_view
 from werk.domain.job import WorkerState
 from werk.services.admin import JobAction, JobQuery
+from werk.services.container import Services
 
 router = APIRouter(prefix="/v1", tags=["admin"], responses=schemas.INVALID_REQUEST)
 
@@ -77,7 +78,9 @@ async def list_jobs(
     return JSON({"jobs": [job_view(r) for r in page.jobs], "next_cursor": page.next_cursor})
 
 
-async def _act(services: Any, action: JobAction, jid: str) -> Response:
+async def _act(
+    services: Services, action: Literal["retry", "kill", "cancel"], jid: str
+) -> Response:
     job = await services.admin.act(action, jid)
     return JSON(job_view(job))
 
@@ -120,11 +123,11 @@ async def cancel_job(services: ServicesDep, jid: JidPath) -> Response:
 )
 async def delete_job(services: ServicesDep, jid: JidPath) -> Response:
     """Delete a job in any state."""
-    await services.admin.act("delete", jid)
+    await services.admin.delete(jid)
     return Response(status_code=204)
 
 
-async def _bulk(services: Any, action: JobAction, body: s.BulkAction) -> Response:
+async def _bulk(services: Services, action: JobAction, body: s.BulkAction) -> Response:
     query = JobQuery(
         state=body.state, queue=body.queue, jobtype=body.jobtype, text=body.q, failed=body.failed
     )

@@ -133,8 +133,18 @@ class AdminService:
             next_cursor=encode_cursor(rows[-1]) if more and rows else None,
         )
 
-    async def act(self, action: JobAction, jid: str) -> Row | None:
-        """Apply ``action`` to one job; returns the job afterwards (None once deleted)."""
+    async def act(self, action: Literal["retry", "kill", "cancel"], jid: str) -> Row:
+        """Apply ``action`` to one job; returns the job afterwards."""
+        await self._act_one(action, jid)
+        job = await queries.get_job(self._pool, jid)
+        if job is None:  # deleted (or acked) in the meantime
+            raise JobNotFound(f"no job with jid {jid!r}")
+        return dict(job)
+
+    async def delete(self, jid: str) -> None:
+        await self._act_one("delete", jid)
+
+    async def _act_one(self, action: JobAction, jid: str) -> None:
         rows = await admin_queries.act_on_jobs(
             self._pool, action, self._clock.now(), JobFilter(), jids=[jid], limit=1
         )
@@ -146,10 +156,6 @@ class AdminService:
                 f"job {jid!r} is {current['state']}; {action} applies to {_APPLIES_TO[action]}"
             )
         self._woken(action, rows)
-        if action == "delete":
-            return None
-        job = await queries.get_job(self._pool, jid)
-        return dict(job) if job is not None else None
 
     async def act_bulk(self, action: JobAction, query: JobQuery, *, limit: int = 1000) -> int:
         """Apply ``action`` to at most ``limit`` matching jobs (oldest first); returns how many

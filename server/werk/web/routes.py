@@ -51,6 +51,8 @@ LISTS: dict[str, dict[str, Any]] = {
              "actions": ("retry", "delete")},
 }  # fmt: skip
 ACTION_LABELS = {"retry": "Retry now", "kill": "Kill", "cancel": "Cancel", "delete": "Delete"}
+JOB_ACTIONS: dict[str, JobAction] = {"retry": "retry", "kill": "kill", "cancel": "cancel",
+                                     "delete": "delete"}  # fmt: skip
 MESSAGES = {
     "retry": "{n} job(s) queued to run now.",
     "kill": "{n} job(s) moved to dead.",
@@ -388,9 +390,9 @@ async def jobs_action(request: Request, services: ServicesDep, user: GuardDep) -
     fields = await form_fields(request)
     action = _one(fields, "action")
     back = safe_next(_one(fields, "back", "/"))
-    if action not in ACTION_LABELS:
+    act = JOB_ACTIONS.get(action)
+    if act is None:
         raise InvalidRequest(f"unknown action {action!r}")
-    act: JobAction = action  # type: ignore[assignment]
     # "... all" buttons post to ?scope=all (formaction), so they work without JavaScript.
     scope = request.query_params.get("scope") or _one(fields, "scope", "selected")
     if scope == "all":
