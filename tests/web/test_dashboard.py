@@ -260,3 +260,11 @@ async def test_root_path_setting(make_api: Callable[..., Any]) -> None:
     api: InProcess = await make_api(root_path="/jobs-admin")
     page = (await api.http.get("/")).text
     assert 'href="/jobs-admin/queues"' in page
+
+
+async def test_job_page_never_shows_the_lease_token(api: InProcess) -> None:
+    jid = await push(api, queue="q")
+    held = await fetch_one(api, "q")
+    page = (await api.http.get(f"/jobs/{jid}")).text
+    assert held["wid"] in page and "The job as the API returns it" in page
+    assert held["lease"] not in page

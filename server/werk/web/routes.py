@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from werk.api.auth import Authenticator, Principal, client_address
 from werk.api.deps import ServicesDep
+from werk.api.views import job_view
 from werk.domain.job import WorkerState
 from werk.errors import InvalidRequest, JobNotFound, TooManyAuthFailures, WerkError
 from werk.services.admin import JobAction, JobQuery
@@ -349,6 +350,8 @@ async def job_page(request: Request, services: ServicesDep, user: UserDep, jid: 
         "job.html",
         user,
         job=job,
+        # the job as the API shows it, minus the lease token (that is the worker's secret)
+        raw={k: v for k, v in job_view(job).items() if k != "lease"},
         action_labels=ACTION_LABELS,
         actions=_actions_for(job["state"]),
         back=f"/jobs/{quote(jid, safe='')}",
