@@ -65,10 +65,29 @@ try {
   const cookies = await context.cookies();
   const session = cookies.find((c) => c.name === "werk_session");
   expect(session && session.httpOnly && session.sameSite === "Strict", "session cookie flags");
-  // Let the live graph collect a few points (it polls every 5 s).
-  await page.waitForFunction(
-    () => (document.getElementById("live-processed").getAttribute("points") || "").split(" ").length >= 2,
-    null, { timeout: 20000 });
+  // Some work while the live graph polls (every 5 s): push, then ack most and fail a few.
+  const api = (path, body) => fetch(base + path, {
+    method: "POST", body: JSON.stringify(body),
+    headers: { "Authorization": "Bearer " + token, "Content-Type": "application/json" },
+  }).then(async (r) => {
+    if (!r.ok) throw new Error(`${path} answered ${r.status}: ${await r.text()}`);
+    return r.status === 204 ? null : r.json();
+  });
+  const points = () => page.evaluate(
+    () => (document.getElementById("live-processed").getAttribute("points") || "").split(" ").filter(Boolean).length);
+  for (let round = 0; round < 3; round++) {
+    const before = await points();
+    const jobs = Array.from({ length: 8 + 6 * round }, (_, i) => ({ jobtype: "Live", queue: "live", args: [i], retry: 0 }));
+    await api("/v1/jobs/batch", { jobs });
+    const fetched = (await api("/v1/fetch", { queues: ["live"], wid: "browser-worker", count: 100 })).jobs;
+    for (const [i, job] of fetched.entries()) {
+      if (i % 4 === 3) await api(`/v1/jobs/${job.jid}/fail`, { lease: job.lease, errtype: "Demo", message: "failing on purpose" });
+      else await api(`/v1/jobs/${job.jid}/ack`, { lease: job.lease });
+    }
+    await page.waitForFunction((n) =>
+      (document.getElementById("live-processed").getAttribute("points") || "").split(" ").filter(Boolean).length > n,
+      before, { timeout: 20000 });
+  }
   seen.pages.push("/");
   await shot("02-overview");
   await visit("/?days=7", "03-overview-7-days");
