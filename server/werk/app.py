@@ -127,6 +127,7 @@ def create_app(
         system_routes.router,
         dependencies=[Depends(authorize("admin", public=("/livez", "/readyz")))],
     )
+    auth.document_public(app, ("/livez", "/readyz"))
     app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
     web.install(app, settings)  # the dashboard at /: login sessions, admin scope

@@ -13,6 +13,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -175,6 +176,21 @@ def authorize(
         request.state.principal = principal
 
     return dependency
+
+
+def document_public(app: FastAPI, paths: Collection[str]) -> None:
+    """Routers carry the bearer requirement into the OpenAPI document; mark the open routes
+    (health probes) as needing no token."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        for path in paths:
+            for operation in schema.get("paths", {}).get(path, {}).values():
+                operation["security"] = []
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def install(app: FastAPI, settings: Settings) -> None:
