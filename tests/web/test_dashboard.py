@@ -16,7 +16,7 @@ from tests.conftest import InProcess
 ADMIN = "dashboard-admin-token-1234"
 PUSH = "dashboard-push-token-1234"
 TOKENS = [
-    {"name": "ops", "token": ADMIN, "scopes": ["admin"]},
+    {"name": "ops.team", "token": ADMIN, "scopes": ["admin"]},
     {"name": "producer", "token": PUSH, "scopes": ["push"]},
 ]
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
@@ -198,7 +198,8 @@ async def test_login_session_cookie(secured: InProcess) -> None:
 async def test_session_cookie_cannot_be_forged(secured: InProcess) -> None:
     await login(secured, ADMIN)
     value = secured.http.cookies["werk_session"]
-    name, expires, signature = value.split(".")
+    name, expires, signature = value.rsplit(".", 2)
+    assert name == "ops.team"
     secured.http.cookies.clear()
     for forged in (f"{name}.{int(expires) + 10**6}.{signature}", f"root.{expires}.{signature}",
                    f"{name}.{expires}.{'0' * 64}", "garbage"):  # fmt: skip

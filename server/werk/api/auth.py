@@ -130,8 +130,8 @@ class Authenticator:
         a token from the configuration ends its sessions."""
         if not cookie:
             return None
-        name, _, rest = cookie.partition(".")
-        expires, _, signature = rest.partition(".")
+        rest, _, signature = cookie.rpartition(".")
+        name, _, expires = rest.rpartition(".")  # names may contain dots
         if not expires.isdigit() or int(expires) < (now if now is not None else time.time()):
             return None
         found = None
