@@ -10,6 +10,7 @@ import pytest
 
 from tests.faktory.fwp import Fwp, job
 from werk.app import create_app
+from werk.config import Settings
 from werk.faktory.server import FaktoryConfigError, FaktoryServer
 
 
@@ -30,10 +31,10 @@ async def test_an_explicit_port_in_use_fails_the_start(make_settings, clock):
                 pass
 
 
-async def test_the_default_port_in_use_only_warns(make_settings, caplog):
+async def test_the_default_port_in_use_only_warns(database_url, caplog):
     """`werk serve` without FWP settings keeps serving HTTP when 7419 is taken (by Faktory
     itself, say), and says so."""
-    settings = make_settings()
+    settings = Settings(database_url=database_url)
     assert "faktory_port" not in settings.model_fields_set
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
