@@ -1,0 +1,206 @@
+import { randomUUID } from "node:crypto";
+
+import { Unavailable, WerkError, errorFromResponse } from "./errors.js";
+import type {
+  AckItem,
+  AckManyResult,
+  Beat,
+  ExtendOptions,
+  ExtendResult,
+  FailReport,
+  FailResult,
+  FetchRequest,
+  Info,
+  Job,
+  JobPush,
+  PushManyResult,
+  WorkerState,
+} from "./types.js";
+
+export const VERSION = "0.1.0";
+/** Jobs per batch push / ack request (the server's default limit). */
+export const MAX_BATCH = 1000;
+
+export interface ClientOptions {
+  /** Server URL; default `WERK_URL`, else `http://127.0.0.1:7420`. */
+  url?: string;
+  /** Bearer token; default `WERK_TOKEN`. */
+  token?: string;
+  /** Per-request timeout in milliseconds, on top of a fetch's long-poll `wait` (default 10 000). */
+  timeoutMs?: number;
+  /** Tries after the first for transient failures (network errors, 502/503/504); default 3. */
+  retries?: number;
+}
+
+interface Call {
+  method: "GET" | "POST";
+  path: string;
+  body?: unknown;
+  /** Extra time the server may legitimately take (long polls). */
+  extraMs?: number;
+  signal?: AbortSignal;
+}
+
+/** A new job id: 32 hex characters. */
+export function newJid(): string {
+  return randomUUID().replaceAll("-", "");
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => { clearTimeout(timer); resolve(); }, { once: true });
+  });
+}
+
+/**
+ * The Werk HTTP API, one method per endpoint. Every call either resolves with the parsed answer
+ * or rejects with a typed `WerkError` (`LeaseLost`, `JobNotFound`, `ValidationError`, ...).
+ * Transient failures are retried; pushes are safe to retry because a jid is assigned here.
+ */
+export class Client {
+  readonly url: string;
+  private readonly headers: Record<string, string>;
+  private readonly timeoutMs: number;
+  private readonly retries: number;
+
+  constructor(options: ClientOptions = {}) {
+    this.url = (options.url ?? process.env.WERK_URL ?? "http://127.0.0.1:7420").replace(/\/+$/, "");
+    const token = options.token ?? process.env.WERK_TOKEN;
+    this.headers = {
+      "content-type": "application/json",
+      accept: "application/json",
+      "user-agent": `werk-client-node/${VERSION}`,
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    };
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.retries = options.retries ?? 3;
+  }
+
+  // -- producer side -------------------------------------------------------------------------
+
+  /** Enqueue one job; resolves with it as stored. Pushing an existing jid again stores nothing. */
+  async push(job: JobPush): Promise<Job> {
+    return (await this.send({ method: "POST", path: "/v1/jobs", body: withJid(job) })) as Job;
+  }
+
+  /** Enqueue many jobs, 1,000 per request; each request is all-or-nothing. */
+  async pushMany(jobs: JobPush[]): Promise<PushManyResult> {
+    const all = jobs.map(withJid);
+    const merged: PushManyResult = { jobs: [], created: 0 };
+    for (let start = 0; start < all.length || start === 0; start += MAX_BATCH) {
+      const chunk = all.slice(start, start + MAX_BATCH);
+      const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk } })) as PushManyResult;
+      merged.jobs.push(...result.jobs);
+      merged.created += result.created;
+      if (all.length === 0) break;
+    }
+    return merged;
+  }
+
+  /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */
+  async get(jid: string): Promise<Job> {
+    return (await this.send({ method: "GET", path: `/v1/jobs/${encodeURIComponent(jid)}` })) as Job;
+  }
+
+  async info(): Promise<Info> {
+    return (await this.send({ method: "GET", path: "/v1/info" })) as Info;
+  }
+
+  // -- worker side ---------------------------------------------------------------------------
+
+  /** Lease up to `count` jobs from `queues` (in order), long-polling up to `wait` seconds. */
+  async fetch(request: FetchRequest, signal?: AbortSignal): Promise<Job[]> {
+    const body = { count: 1, wait: 0, ...request };
+    const result = (await this.send({
+      method: "POST", path: "/v1/fetch", body, extraMs: (body.wait ?? 0) * 1000, signal,
+    })) as { jobs: Job[] };
+    return result.jobs;
+  }
+
+  /** The attempt succeeded. Rejects with `LeaseLost` when the lease is not current. */
+  async ack(jid: string, lease: string): Promise<void> {
+    await this.send({ method: "POST", path: `/v1/jobs/${encodeURIComponent(jid)}/ack`, body: { lease } });
+  }
+
+  /** Ack many; jobs whose lease is not current are listed in `lease_lost`, not raised. */
+  async ackMany(acks: AckItem[]): Promise<AckManyResult> {
+    const merged: AckManyResult = { acked: [], lease_lost: [] };
+    for (let start = 0; start < acks.length; start += MAX_BATCH) {
+      const chunk = acks.slice(start, start + MAX_BATCH);
+      const result = (await this.send({ method: "POST", path: "/v1/ack", body: { acks: chunk } })) as AckManyResult;
+      merged.acked.push(...result.acked);
+      merged.lease_lost.push(...result.lease_lost);
+    }
+    return merged;
+  }
+
+  /** The attempt failed: the job retries after its backoff (or `retry_in`), or is dead. */
+  async fail(jid: string, lease: string, report: FailReport = {}): Promise<FailResult> {
+    return (await this.send({
+      method: "POST", path: `/v1/jobs/${encodeURIComponent(jid)}/fail`, body: { lease, ...report },
+    })) as FailResult;
+  }
+
+  /** Push the lease's expiry forward, optionally recording a progress checkpoint. */
+  async extend(jid: string, lease: string, options: ExtendOptions = {}): Promise<ExtendResult> {
+    return (await this.send({
+      method: "POST", path: `/v1/jobs/${encodeURIComponent(jid)}/extend`, body: { lease, ...options },
+    })) as ExtendResult;
+  }
+
+  /** A worker process's heartbeat; the answer is `running`, `quiet` or `terminate`. */
+  async beat(beat: Beat): Promise<WorkerState> {
+    const reply = (await this.send({ method: "POST", path: "/v1/beat", body: beat })) as { state: WorkerState };
+    return reply.state;
+  }
+
+  // -- transport -----------------------------------------------------------------------------
+
+  private async send(call: Call): Promise<unknown> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.once(call);
+      } catch (error) {
+        const transient = error instanceof Unavailable;
+        if (!transient || attempt >= this.retries || call.signal?.aborted) throw error;
+        const delay = Math.min(2000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);
+        await sleep(Math.max(delay, (error.retryAfter ?? 0) * 1000), call.signal);
+      }
+    }
+  }
+
+  private async once(call: Call): Promise<unknown> {
+    const timeout = AbortSignal.timeout(this.timeoutMs + (call.extraMs ?? 0));
+    const signal = call.signal ? AbortSignal.any([call.signal, timeout]) : timeout;
+    let response: Response;
+    try {
+      response = await fetch(this.url + call.path, {
+        method: call.method,
+        headers: this.headers,
+        body: call.body === undefined ? undefined : JSON.stringify(call.body),
+        signal,
+      });
+    } catch (cause) {
+      if (call.signal?.aborted) throw new WerkError("the request was aborted", { code: "aborted", cause });
+      const what = timeout.aborted ? "timed out" : "failed";
+      throw new Unavailable(`${call.method} ${call.path} ${what}: ${String(cause)}`, { code: "unreachable", cause });
+    }
+    const text = await response.text();
+    let body: unknown = null;
+    if (text) {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = text;
+      }
+    }
+    if (response.ok) return body;
+    const retryAfter = Number(response.headers.get("retry-after")) || undefined;
+    throw errorFromResponse(response.status, body, retryAfter);
+  }
+}
+
+function withJid(job: JobPush): JobPush {
+  return job.jid ? job : { ...job, jid: newJid() };
+}

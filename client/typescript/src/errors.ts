@@ -1,0 +1,71 @@
+import type { FieldError } from "./types.js";
+
+/**
+ * Base class of every error the client raises: an error answer from the server (problem+json with
+ * a stable `code`), or a failure to reach it (`status` undefined). Branch on the class
+ * (`instanceof LeaseLost`) or on `code`, never on message text.
+ */
+export class WerkError extends Error {
+  readonly code: string;
+  readonly status: number | undefined;
+  readonly detail: string;
+  readonly errors: FieldError[];
+  readonly retryAfter: number | undefined;
+
+  constructor(
+    detail: string,
+    init: { code?: string; status?: number; errors?: FieldError[]; retryAfter?: number; cause?: unknown } = {},
+  ) {
+    const code = init.code ?? "error";
+    const head = init.status === undefined ? code : `${init.status} ${code}`;
+    const fields = (init.errors ?? []).map((e) => `${e.loc}: ${e.message}`).join("; ");
+    super(`${head}${detail ? `: ${detail}` : ""}${fields ? ` (${fields})` : ""}`, { cause: init.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.status = init.status;
+    this.detail = detail;
+    this.errors = init.errors ?? [];
+    this.retryAfter = init.retryAfter;
+  }
+}
+
+/** The request was rejected as malformed (`invalid_request` 422, `invalid_json` 400). */
+export class ValidationError extends WerkError {}
+/** No job with that jid (`job_not_found`, 404); completed jobs are deleted at ack. */
+export class JobNotFound extends WerkError {}
+/** The lease is not the job's current one (`lease_lost`, 409): stop treating the job as yours. */
+export class LeaseLost extends WerkError {}
+/** No or a wrong bearer token (401). */
+export class Unauthorized extends WerkError {}
+/** The token lacks the scope for this call (403). */
+export class Forbidden extends WerkError {}
+/** The body is larger than the server accepts (413). */
+export class PayloadTooLarge extends WerkError {}
+/** The server (or its database) cannot be reached right now; retrying later may succeed. */
+export class Unavailable extends WerkError {}
+/** Any other 5xx answer. */
+export class ServerError extends WerkError {}
+
+const BY_CODE: Record<string, typeof WerkError> = {
+  invalid_request: ValidationError,
+  invalid_json: ValidationError,
+  job_not_found: JobNotFound,
+  lease_lost: LeaseLost,
+  unauthorized: Unauthorized,
+  forbidden: Forbidden,
+  payload_too_large: PayloadTooLarge,
+  database_unavailable: Unavailable,
+};
+
+/** The typed error for a non-2xx answer (codes this client does not know become `WerkError`). */
+export function errorFromResponse(status: number, body: unknown, retryAfter?: number): WerkError {
+  const problem = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+  const code = typeof problem.code === "string" ? problem.code : `http_${status}`;
+  const detail = typeof problem.detail === "string" ? problem.detail : typeof body === "string" ? body : "";
+  const errors = Array.isArray(problem.errors) ? (problem.errors as FieldError[]) : [];
+  let cls = BY_CODE[code];
+  if (cls === undefined) {
+    cls = status === 502 || status === 503 || status === 504 ? Unavailable : status >= 500 ? ServerError : WerkError;
+  }
+  return new cls(detail, { code, status, errors, retryAfter });
+}

@@ -1,0 +1,16 @@
+export { Client, MAX_BATCH, VERSION, newJid, type ClientOptions } from "./client.js";
+export { Worker, type Handler, type JobContext, type WorkerOptions } from "./worker.js";
+export {
+  Forbidden,
+  JobNotFound,
+  LeaseLost,
+  PayloadTooLarge,
+  ServerError,
+  Unauthorized,
+  Unavailable,
+  ValidationError,
+  WerkError,
+  errorFromResponse,
+} from "./errors.js";
+export type * from "./types.js";
+export type { components, operations, paths } from "./openapi.js";

@@ -1,0 +1,49 @@
+// Wire types, taken from the generated OpenAPI types (src/openapi.ts; `npm run generate`).
+import type { components } from "./openapi.js";
+
+type Schemas = components["schemas"];
+
+/** A job as the server returns it (with `lease` and `lease_expires_at` while active). */
+export type Job = Schemas["Job"];
+/** What a producer sends to enqueue a job: `jobtype` is required, everything else optional. */
+export type JobPush = Schemas["JobPush"];
+export type JobState = Schemas["JobState"];
+export type Failure = Schemas["Failure"];
+export type PushManyResult = Schemas["JobBatchPushed"];
+export type AckItem = Schemas["AckItem"];
+export type AckManyResult = Schemas["AckBatchResult"];
+export type FailResult = Schemas["FailResult"];
+export type ExtendResult = Schemas["Extended"];
+export type Beat = Schemas["Beat"];
+export type WorkerState = Schemas["BeatReply"]["state"];
+export type Info = Schemas["Info"];
+export type Problem = Schemas["Problem"];
+export type FieldError = Schemas["ProblemFieldError"];
+
+export interface FetchRequest {
+  /** Queues to take jobs from, tried in this order. */
+  queues: string[];
+  /** The worker process id (the same `wid` the worker beats with). */
+  wid: string;
+  /** How many jobs at most (1..100, default 1). */
+  count?: number;
+  /** Long-poll up to this many seconds for a job to arrive (0..30, default 0). */
+  wait?: number;
+}
+
+export interface FailReport {
+  errtype?: string;
+  message?: string;
+  backtrace?: string[];
+  /** Retry after this many seconds instead of the backoff. */
+  retry_in?: number;
+  /** `false`: no retry, the job is dead at once. */
+  retry?: false;
+}
+
+export interface ExtendOptions {
+  /** New reservation in seconds from now (60..86400; default: the job's own `reserve_for`). */
+  reserve_for?: number;
+  /** A checkpoint the next attempt receives as `job.progress`. */
+  progress?: unknown;
+}

@@ -1,0 +1,375 @@
+import { hostname as osHostname } from "node:os";
+
+import { Client, type ClientOptions, newJid } from "./client.js";
+import { JobNotFound, LeaseLost, WerkError } from "./errors.js";
+import type { Job, WorkerState } from "./types.js";
+
+/** What a handler gets besides the job's args. */
+export interface JobContext {
+  /** The job as fetched (jid, attempt, `progress` of an earlier attempt, ...). */
+  job: Job;
+  /** Aborted when the lease is lost or the worker is terminating: stop work, the result is ignored. */
+  signal: AbortSignal;
+  /** Extend the lease now and record a checkpoint the next attempt receives as `job.progress`. */
+  checkpoint(progress: unknown): Promise<void>;
+}
+
+export type Handler = (args: unknown[], ctx: JobContext) => unknown;
+
+export interface WorkerOptions extends ClientOptions {
+  /** Handlers by jobtype. More can be added with `register`. */
+  handlers?: Record<string, Handler>;
+  /** Queues to fetch from, in priority order (default `["default"]`). */
+  queues?: string[];
+  /** Jobs run at once (default 10). */
+  concurrency?: number;
+  /** Most jobs asked for per fetch (default 100, the server's limit). */
+  fetchBatch?: number;
+  /** Long-poll seconds per fetch (default 5). */
+  fetchWait?: number;
+  /** Heartbeat interval in ms (default 15 000). */
+  beatIntervalMs?: number;
+  /** On stop, how long running jobs may finish before they are failed (ms, default 25 000). */
+  shutdownGraceMs?: number;
+  /** Extend a job's lease when this fraction of `reserve_for` has passed (default 0.5). */
+  extendAt?: number;
+  /** Process id for the server (default: a new random one). */
+  wid?: string;
+  labels?: string[];
+  /** Stop gracefully on SIGTERM/SIGINT while running (default true). */
+  handleSignals?: boolean;
+  /** Where the worker reports what it cannot throw (default: console.error). */
+  onError?: (error: unknown, job?: Job) => void;
+  /** Use this client instead of building one from `url`/`token`. */
+  client?: Client;
+}
+
+interface Running {
+  job: Job;
+  controller: AbortController;
+  lost: boolean;
+  extendTimer?: NodeJS.Timeout;
+}
+
+/**
+ * Fetches jobs from `queues` in batches (long polling), runs their handlers with up to
+ * `concurrency` at once, keeps their leases extended, acks or fails them, and heartbeats.
+ * The server's `quiet` stops fetching; `terminate` (or SIGTERM, or `stop()`) shuts down
+ * gracefully: no new jobs, running jobs get `shutdownGraceMs`, then what is left is failed (so it
+ * retries elsewhere). A job's lease is never dropped silently.
+ */
+export class Worker {
+  readonly client: Client;
+  readonly wid: string;
+  processed = 0;
+  failed = 0;
+  private readonly handlers = new Map<string, Handler>();
+  private readonly queues: string[];
+  private readonly concurrency: number;
+  private readonly fetchBatch: number;
+  private readonly fetchWait: number;
+  private readonly beatIntervalMs: number;
+  private readonly shutdownGraceMs: number;
+  private readonly extendAt: number;
+  private readonly labels: string[];
+  private readonly handleSignals: boolean;
+  private readonly onError: (error: unknown, job?: Job) => void;
+  private readonly running = new Map<string, Running>();
+  private stateValue: WorkerState = "running";
+  private stopping = false;
+  private graceMs: number;
+  private fetchAbort = new AbortController();
+  private wakeResolvers: Array<() => void> = [];
+  private stopResolvers: Array<() => void> = [];
+
+  constructor(options: WorkerOptions = {}) {
+    this.client = options.client ?? new Client(options);
+    this.wid = options.wid ?? newJid();
+    this.queues = options.queues ?? ["default"];
+    this.concurrency = Math.max(1, options.concurrency ?? 10);
+    this.fetchBatch = Math.min(100, Math.max(1, options.fetchBatch ?? 100));
+    this.fetchWait = options.fetchWait ?? 5;
+    this.beatIntervalMs = options.beatIntervalMs ?? 15_000;
+    this.shutdownGraceMs = options.shutdownGraceMs ?? 25_000;
+    this.graceMs = this.shutdownGraceMs;
+    this.extendAt = options.extendAt ?? 0.5;
+    this.labels = options.labels ?? ["node"];
+    this.handleSignals = options.handleSignals ?? true;
+    this.onError = options.onError ?? ((error, job) => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error));
+    for (const [jobtype, handler] of Object.entries(options.handlers ?? {})) this.register(jobtype, handler);
+  }
+
+  /** Run `handler` for jobs of `jobtype`. Its return value is ignored; a throw fails the job. */
+  register(jobtype: string, handler: Handler): this {
+    this.handlers.set(jobtype, handler);
+    return this;
+  }
+
+  get state(): WorkerState {
+    return this.stateValue;
+  }
+
+  get runningJids(): string[] {
+    return [...this.running.keys()];
+  }
+
+  /** Stop fetching; running jobs finish. */
+  quiet(): void {
+    if (this.stateValue === "running") this.stateValue = "quiet";
+    this.fetchAbort.abort();
+    this.wake();
+  }
+
+  /** Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves. */
+  stop(graceMs: number = this.shutdownGraceMs): void {
+    this.graceMs = Math.min(this.graceMs, graceMs);
+    this.stopping = true;
+    this.stateValue = "terminate";
+    this.fetchAbort.abort();
+    this.wake();
+    for (const resolve of this.stopResolvers.splice(0)) resolve();
+  }
+
+  /** Shut down now: running jobs are failed at once (they retry). */
+  terminate(): void {
+    this.stop(0);
+  }
+
+  /** Run until stopped. Resolves once every fetched job has been settled or reported. */
+  async run(): Promise<void> {
+    this.stateValue = "running";
+    this.stopping = false;
+    this.graceMs = this.shutdownGraceMs;
+    this.fetchAbort = new AbortController();
+    const onSignal = (): void => {
+      // A second signal cuts the grace period.
+      this.stop(this.stopping ? 0 : this.shutdownGraceMs);
+    };
+    if (this.handleSignals) {
+      process.on("SIGTERM", onSignal);
+      process.on("SIGINT", onSignal);
+    }
+    const beats = this.beatLoop();
+    try {
+      await this.fetchLoop();
+      await this.drain();
+    } finally {
+      if (this.handleSignals) {
+        process.off("SIGTERM", onSignal);
+        process.off("SIGINT", onSignal);
+      }
+      this.stopping = true;
+      for (const resolve of this.stopResolvers.splice(0)) resolve();
+      await beats;
+    }
+  }
+
+  // -- loops ---------------------------------------------------------------------------------
+
+  private async fetchLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      if (this.stateValue !== "running" || this.running.size >= this.concurrency) {
+        await this.waitForWake();
+        continue;
+      }
+      const count = Math.min(this.fetchBatch, this.concurrency - this.running.size);
+      let jobs: Job[];
+      try {
+        jobs = await this.client.fetch(
+          { queues: this.queues, wid: this.wid, count, wait: this.fetchWait },
+          this.fetchAbort.signal,
+        );
+        failures = 0;
+      } catch (error) {
+        if (this.fetchAbort.signal.aborted) {
+          this.fetchAbort = new AbortController();
+          continue;
+        }
+        this.onError(error);
+        failures++;
+        await this.pause(Math.min(10_000, 250 * 2 ** failures));
+        continue;
+      }
+      for (const job of jobs) this.start(job);
+    }
+  }
+
+  private async beatLoop(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        const told = await this.client.beat({
+          wid: this.wid,
+          hostname: osHostname(),
+          pid: process.pid,
+          labels: this.labels,
+          current_state: this.stateValue,
+          rss_kb: Math.round(process.memoryUsage().rss / 1024),
+        });
+        if (told === "quiet" && this.stateValue === "running") this.quiet();
+        if (told === "terminate") this.stop();
+      } catch (error) {
+        this.onError(error);
+      }
+      await this.pause(this.beatIntervalMs);
+    }
+  }
+
+  // -- one job -------------------------------------------------------------------------------
+
+  private start(job: Job): void {
+    const entry: Running = { job, controller: new AbortController(), lost: false };
+    this.running.set(job.jid, entry);
+    this.scheduleExtend(entry);
+    void this.execute(entry).finally(() => {
+      clearTimeout(entry.extendTimer);
+      this.running.delete(job.jid);
+      this.wake();
+    });
+  }
+
+  private async execute(entry: Running): Promise<void> {
+    const { job } = entry;
+    const handler = this.handlers.get(job.jobtype);
+    if (handler === undefined) {
+      await this.settleFailure(entry, {
+        errtype: "UnknownJobType",
+        message: `no handler registered for jobtype ${JSON.stringify(job.jobtype)} on this worker`,
+        backtrace: [],
+      });
+      return;
+    }
+    const ctx: JobContext = {
+      job,
+      signal: entry.controller.signal,
+      checkpoint: (progress) => this.extend(entry, progress, true),
+    };
+    let outcome: { ok: true } | { ok: false; error: unknown };
+    try {
+      await handler(job.args as unknown[], ctx);
+      outcome = { ok: true };
+    } catch (error) {
+      outcome = { ok: false, error };
+    }
+    if (entry.lost || entry.controller.signal.aborted) return; // settled elsewhere (lease lost / shut down)
+    clearTimeout(entry.extendTimer);
+    if (outcome.ok) {
+      try {
+        await this.client.ack(job.jid, job.lease ?? "");
+        this.processed++;
+      } catch (error) {
+        this.reportSettleError(error, entry);
+      }
+    } else {
+      await this.settleFailure(entry, describe(outcome.error));
+    }
+  }
+
+  private async settleFailure(
+    entry: Running,
+    report: { errtype: string; message: string; backtrace: string[] },
+  ): Promise<void> {
+    this.failed++;
+    try {
+      await this.client.fail(entry.job.jid, entry.job.lease ?? "", report);
+    } catch (error) {
+      this.reportSettleError(error, entry);
+    }
+  }
+
+  private reportSettleError(error: unknown, entry: Running): void {
+    if (error instanceof LeaseLost || error instanceof JobNotFound) {
+      entry.lost = true; // the server gave the job to someone else (or it was deleted): not ours
+      return;
+    }
+    this.onError(
+      new WerkError(`could not settle job ${entry.job.jid}; the server will retry it when its lease expires`, {
+        code: "settle_failed",
+        cause: error,
+      }),
+      entry.job,
+    );
+  }
+
+  private scheduleExtend(entry: Running): void {
+    const delayMs = Math.max(1000, entry.job.reserve_for * 1000 * this.extendAt);
+    entry.extendTimer = setTimeout(() => {
+      void this.extend(entry, undefined, false).then(
+        () => this.scheduleExtend(entry),
+        () => undefined,
+      );
+    }, delayMs);
+    entry.extendTimer.unref();
+  }
+
+  private async extend(entry: Running, progress: unknown, withProgress: boolean): Promise<void> {
+    if (entry.lost) throw new LeaseLost("the lease was lost", { code: "lease_lost", status: 409 });
+    try {
+      await this.client.extend(entry.job.jid, entry.job.lease ?? "", {
+        reserve_for: entry.job.reserve_for,
+        ...(withProgress ? { progress } : {}),
+      });
+    } catch (error) {
+      if (error instanceof LeaseLost || error instanceof JobNotFound) {
+        entry.lost = true;
+        entry.controller.abort(error);
+      } else if (!withProgress) {
+        this.onError(error, entry.job);
+        return; // transient: try again at the next interval
+      }
+      throw error;
+    }
+  }
+
+  // -- shutdown ------------------------------------------------------------------------------
+
+  private async drain(): Promise<void> {
+    const deadline = Date.now() + this.graceMs;
+    while (this.running.size > 0 && Date.now() < deadline) {
+      await Promise.race([this.waitForWake(), new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
+    }
+    const left = [...this.running.values()];
+    await Promise.all(
+      left.map(async (entry) => {
+        clearTimeout(entry.extendTimer);
+        entry.controller.abort(new Error("worker shutting down"));
+        await this.settleFailure(entry, {
+          errtype: "Shutdown",
+          message: `worker ${this.wid} shut down before the job finished`,
+          backtrace: [],
+        });
+        this.running.delete(entry.job.jid);
+      }),
+    );
+  }
+
+  private wake(): void {
+    for (const resolve of this.wakeResolvers.splice(0)) resolve();
+  }
+
+  private waitForWake(): Promise<void> {
+    return new Promise((resolve) => this.wakeResolvers.push(resolve));
+  }
+
+  /** Sleep, cut short by stop(). */
+  private pause(ms: number): Promise<void> {
+    if (this.stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.stopResolvers = this.stopResolvers.filter((r) => r !== done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.stopResolvers.push(done);
+    });
+  }
+}
+
+function describe(error: unknown): { errtype: string; message: string; backtrace: string[] } {
+  if (error instanceof Error) {
+    const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
+    return { errtype: error.name || "Error", message: error.message, backtrace: lines.slice(0, 50) };
+  }
+  return { errtype: typeof error, message: String(error), backtrace: [] };
+}
