@@ -1,0 +1,3 @@
+from tests.contract.fixtures import shared_werk
+
+__all__ = ["shared_werk"]
