@@ -38,7 +38,7 @@ def _spec(p: schemas.JobPush) -> JobSpec:
 )
 async def push(body: schemas.JobPush, services: ServicesDep) -> Response:
     """Push one job. 201 when stored; 200 with the stored job when its jid already existed."""
-    (result,) = await services.jobs.push([_spec(body)])
+    result = await services.jobs.push_one(_spec(body))
     return JSON(job_view(result.job), status_code=201 if result.created else 200)
 
 

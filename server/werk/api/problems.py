@@ -64,7 +64,7 @@ def _loc(parts: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in parts) or "body"
 
 
-def install(app: FastAPI, unavailable: tuple[type[BaseException], ...]) -> None:
+def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
     """``unavailable``: the exception types that mean the database is away (answered 503)."""
 
     async def on_werk_error(_request: Request, exc: Exception) -> Response:

@@ -7,7 +7,7 @@ import asyncio
 
 import asyncpg
 
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (
     OSError,
     asyncio.TimeoutError,
     asyncpg.PostgresConnectionError,

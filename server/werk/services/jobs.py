@@ -14,10 +14,12 @@ import asyncpg
 import orjson
 
 from werk.db import faktory_queries, queries
+from werk.db.failures import is_connection_error
 from werk.db.queries import NewJob
 from werk.domain.clock import Clock
 from werk.domain.job import FailOutcome
 from werk.errors import InvalidRequest, JobNotFound, LeaseLost
+from werk.services.coalesce import Coalescer
 from werk.services.wakeup import WakeHub, counts_by_queue
 
 Row = Mapping[str, Any]
@@ -72,6 +74,10 @@ class JobService:
         self._clock = clock
         self._hub = hub
         self._keep_completed = keep_completed
+        self._singles: Coalescer[NewJob, PushResult] = Coalescer(
+            self._store_singles, max_items=1000
+        )
+        self._acks: Coalescer[tuple[str, str], bool] = Coalescer(self._ack_together, max_items=1000)
 
     # -- producers -------------------------------------------------------------------------
 
@@ -87,6 +93,41 @@ class JobService:
                     errors=[{"loc": f"jobs.{i}.jid", "message": "duplicate jid in batch"}],
                 )
             seen.add(job.jid)
+        return await self._store(jobs)
+
+    async def push_one(self, spec: JobSpec) -> PushResult:
+        """Push a single job; concurrent single pushes share one statement and one commit."""
+        return await self._singles.submit(_to_new_job(spec))
+
+    async def _store_singles(self, jobs: Sequence[NewJob]) -> list[PushResult | Exception]:
+        """Independent pushes written together. The same jid pushed twice at once is stored
+        once (the first request's job); the later request sees it, as if it came second."""
+        unique: dict[str, NewJob] = {}
+        for job in jobs:
+            unique.setdefault(job.jid, job)
+        stored: dict[str, PushResult | Exception] = {}
+        try:
+            stored.update((r.job["jid"], r) for r in await self._store(list(unique.values())))
+        except Exception as exc:
+            if len(unique) == 1 or is_connection_error(exc):
+                raise
+            # One bad job must not fail the others: write them one by one.
+            for job in unique.values():
+                try:
+                    (stored[job.jid],) = await self._store([job])
+                except Exception as single:
+                    stored[job.jid] = single
+        results: list[PushResult | Exception] = []
+        answered: set[str] = set()
+        for job in jobs:
+            result = stored[job.jid]
+            if job.jid in answered and isinstance(result, PushResult):
+                result = PushResult(job=result.job, created=False)
+            answered.add(job.jid)
+            results.append(result)
+        return results
+
+    async def _store(self, jobs: Sequence[NewJob]) -> list[PushResult]:
         rows = await queries.push_jobs(self._pool, self._clock.now(), jobs)
         by_jid = {r["jid"]: r for r in rows}
         missing = [j.jid for j in jobs if j.jid not in by_jid]
@@ -95,7 +136,7 @@ class JobService:
             if row is not None:
                 by_jid[jid] = row
         results = [
-            PushResult(job=by_jid[j.jid], created=bool(by_jid[j.jid]["created"]))
+            PushResult(job=by_jid[j.jid], created=bool(by_jid[j.jid].get("created")))
             for j in jobs
             if j.jid in by_jid
         ]
@@ -136,18 +177,23 @@ class JobService:
                     self._hub.unregister(waiter)
 
     async def ack(self, jid: str, lease: str) -> None:
+        """Concurrent single acks share one statement and one commit."""
         lease_id = _lease_uuid(lease)
-        if lease_id is not None:
-            acked = await queries.ack_jobs(
+        if lease_id is not None and await self._acks.submit((jid, lease_id)):
+            return
+        await self._raise_not_current(jid)
+
+    async def _ack_together(self, acks: Sequence[tuple[str, str]]) -> list[bool]:
+        acked = set(
+            await queries.ack_jobs(
                 self._pool,
                 self._clock.now(),
-                [jid],
-                [lease_id],
+                [jid for jid, _ in acks],
+                [lease for _, lease in acks],
                 keep_completed=self._keep_completed,
             )
-            if acked:
-                return
-        await self._raise_not_current(jid)
+        )
+        return [jid in acked for jid, _ in acks]
 
     async def ack_many(self, acks: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
         """Returns (acked jids, jids whose lease was not current)."""

@@ -1,0 +1,71 @@
+"""Group commit of concurrent single pushes and acks: one statement for many requests, each
+answered with its own result, and a bad item never fails the others."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.support.helpers import count_jobs
+from werk.services.coalesce import Coalescer
+
+
+async def test_concurrent_single_pushes_are_stored_and_answered_individually(api, database_url):
+    bodies = [{"jobtype": "g", "jid": f"group-{i:04d}", "args": [i]} for i in range(200)]
+    responses = await asyncio.gather(*(api.http.post("/v1/jobs", json=b) for b in bodies))
+    assert [r.status_code for r in responses] == [201] * 200
+    assert [r.json()["args"] for r in responses] == [[i] for i in range(200)]
+    assert await count_jobs(database_url) == 200
+
+
+async def test_same_jid_pushed_concurrently_is_stored_once(api, database_url):
+    bodies = [{"jobtype": "g", "jid": "same-jid-00", "args": [i]} for i in range(20)]
+    responses = await asyncio.gather(*(api.http.post("/v1/jobs", json=b) for b in bodies))
+    assert sorted(r.status_code for r in responses) == [200] * 19 + [201]
+    stored = {tuple(r.json()["args"]) for r in responses}
+    assert len(stored) == 1  # everyone sees the one stored job
+    assert await count_jobs(database_url) == 1
+
+
+async def test_concurrent_single_acks(api, database_url):
+    jobs = [{"jobtype": "g"} for _ in range(100)]
+    await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    fetched = (
+        await api.http.post("/v1/fetch", json={"queues": ["default"], "wid": "w", "count": 100})
+    ).json()["jobs"]
+    stale = fetched[0]
+    acks = [api.http.post(f"/v1/jobs/{j['jid']}/ack", json={"lease": j["lease"]}) for j in fetched]
+    acks.append(
+        api.http.post(
+            f"/v1/jobs/{stale['jid']}/ack", json={"lease": "00000000-0000-0000-0000-000000000000"}
+        )
+    )
+    responses = await asyncio.gather(*acks)
+    assert [r.status_code for r in responses[:-1]] == [204] * 100
+    assert responses[-1].status_code in (404, 409)  # stale lease: lost, or job already gone
+    assert await count_jobs(database_url) == 0
+
+
+async def test_coalescer_batches_while_a_write_is_in_flight():
+    batches: list[list[int]] = []
+    gate = asyncio.Event()
+
+    async def write(items):
+        batches.append(list(items))
+        await gate.wait()
+        return [ValueError("odd") if i % 2 else i * 10 for i in items]
+
+    c: Coalescer[int, int] = Coalescer(write, max_items=3)
+    tasks = [asyncio.create_task(c.submit(i)) for i in range(7)]
+    await asyncio.sleep(0.01)
+    gate.set()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert batches == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [r if isinstance(r, int) else "err" for r in results] == [
+        0,
+        "err",
+        20,
+        "err",
+        40,
+        "err",
+        60,
+    ]
