@@ -1,0 +1,265 @@
+// Package werk is a client and worker for the Werk background-job server, using only the
+// standard library.
+//
+//	c := werk.NewClient("")           // WERK_URL, else http://127.0.0.1:7420; token WERK_TOKEN
+//	job, err := c.Push(ctx, werk.JobSpec{JobType: "send_email", Args: []any{"ada@example.com"}})
+package werk
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Version of this client.
+const Version = "0.1.0"
+
+// MaxBatch is the number of jobs per batch push / ack request (the server's default limit).
+const MaxBatch = 1000
+
+// Client speaks the Werk HTTP API: one method per endpoint. It is safe for concurrent use.
+type Client struct {
+	URL   string
+	Token string
+	// Timeout of one request, on top of a fetch's long-poll wait (default 10 s).
+	Timeout time.Duration
+	// Retries after the first try for transient failures (unreachable, 502/503/504); default 3.
+	Retries int
+	HTTP    *http.Client
+}
+
+// NewClient returns a client for url ("" means WERK_URL, else http://127.0.0.1:7420), with the
+// token from WERK_TOKEN.
+func NewClient(baseURL string) *Client {
+	if baseURL == "" {
+		baseURL = os.Getenv("WERK_URL")
+	}
+	if baseURL == "" {
+		baseURL = "http://127.0.0.1:7420"
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	return &Client{
+		URL:     strings.TrimRight(baseURL, "/"),
+		Token:   os.Getenv("WERK_TOKEN"),
+		Timeout: 10 * time.Second,
+		Retries: 3,
+		HTTP:    &http.Client{Transport: transport},
+	}
+}
+
+// NewJID returns a new job id (32 hex characters).
+func NewJID() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Push enqueues one job and returns it as stored. A jid is assigned when none is given, so a
+// retried push stores one job; pushing an existing jid again stores nothing new.
+func (c *Client) Push(ctx context.Context, spec JobSpec) (*Job, error) {
+	if spec.JID == "" {
+		spec.JID = NewJID()
+	}
+	var job Job
+	return &job, c.call(ctx, "POST", "/v1/jobs", spec, &job, 0)
+}
+
+// PushMany enqueues jobs, MaxBatch per request; each request is all-or-nothing.
+func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult, error) {
+	all := make([]JobSpec, len(specs))
+	for i, s := range specs {
+		if s.JID == "" {
+			s.JID = NewJID()
+		}
+		all[i] = s
+	}
+	merged := &PushManyResult{Jobs: []Job{}}
+	for start := 0; start < len(all) || start == 0; start += MaxBatch {
+		end := start + MaxBatch
+		if end > len(all) {
+			end = len(all)
+		}
+		var part PushManyResult
+		body := map[string]any{"jobs": all[start:end]}
+		if err := c.call(ctx, "POST", "/v1/jobs/batch", body, &part, 0); err != nil {
+			return nil, err
+		}
+		merged.Jobs = append(merged.Jobs, part.Jobs...)
+		merged.Created += part.Created
+		if len(all) == 0 {
+			break
+		}
+	}
+	return merged, nil
+}
+
+// Get reads a job; ErrJobNotFound when there is none (completed jobs are deleted at ack).
+func (c *Client) Get(ctx context.Context, jid string) (*Job, error) {
+	var job Job
+	return &job, c.call(ctx, "GET", "/v1/jobs/"+url.PathEscape(jid), nil, &job, 0)
+}
+
+// Info returns the server summary.
+func (c *Client) Info(ctx context.Context) (*Info, error) {
+	var info Info
+	return &info, c.call(ctx, "GET", "/v1/info", nil, &info, 0)
+}
+
+// Fetch leases up to req.Count jobs, long-polling up to req.Wait seconds; an empty slice when none.
+func (c *Client) Fetch(ctx context.Context, req FetchRequest) ([]Job, error) {
+	var out struct {
+		Jobs []Job `json:"jobs"`
+	}
+	extra := time.Duration(req.Wait * float64(time.Second))
+	if err := c.call(ctx, "POST", "/v1/fetch", req, &out, extra); err != nil {
+		return nil, err
+	}
+	if out.Jobs == nil {
+		out.Jobs = []Job{}
+	}
+	return out.Jobs, nil
+}
+
+// Ack reports success; ErrLeaseLost when the lease is not the job's current one.
+func (c *Client) Ack(ctx context.Context, jid, lease string) error {
+	return c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(jid)+"/ack", map[string]string{"lease": lease}, nil, 0)
+}
+
+// AckMany acks (jid, lease) pairs; stale leases are listed in LeaseLost, not returned as errors.
+func (c *Client) AckMany(ctx context.Context, acks []AckItem) (*AckManyResult, error) {
+	merged := &AckManyResult{Acked: []string{}, LeaseLost: []string{}}
+	for start := 0; start < len(acks); start += MaxBatch {
+		end := start + MaxBatch
+		if end > len(acks) {
+			end = len(acks)
+		}
+		var part AckManyResult
+		if err := c.call(ctx, "POST", "/v1/ack", map[string]any{"acks": acks[start:end]}, &part, 0); err != nil {
+			return nil, err
+		}
+		merged.Acked = append(merged.Acked, part.Acked...)
+		merged.LeaseLost = append(merged.LeaseLost, part.LeaseLost...)
+	}
+	return merged, nil
+}
+
+// Fail reports a failed attempt: the job retries after its backoff (or RetryIn), or is dead.
+func (c *Client) Fail(ctx context.Context, jid, lease string, report FailReport) (*FailResult, error) {
+	body := struct {
+		Lease string `json:"lease"`
+		FailReport
+	}{lease, report}
+	var out FailResult
+	return &out, c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(jid)+"/fail", body, &out, 0)
+}
+
+// Extend pushes the lease's expiry forward and optionally records a progress checkpoint.
+func (c *Client) Extend(ctx context.Context, jid, lease string, opts ExtendOptions) (*ExtendResult, error) {
+	body := struct {
+		Lease string `json:"lease"`
+		ExtendOptions
+	}{lease, opts}
+	var out ExtendResult
+	return &out, c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(jid)+"/extend", body, &out, 0)
+}
+
+// Beat sends a heartbeat; the answer is StateRunning, StateQuiet or StateTerminate.
+func (c *Client) Beat(ctx context.Context, beat Beat) (string, error) {
+	var out struct {
+		State string `json:"state"`
+	}
+	return out.State, c.call(ctx, "POST", "/v1/beat", beat, &out, 0)
+}
+
+func (c *Client) call(ctx context.Context, method, path string, in, out any, extra time.Duration) error {
+	var payload []byte
+	if in != nil {
+		var err error
+		if payload, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("werk: encoding the request: %w", err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := c.once(ctx, method, path, payload, out, extra)
+		e, ok := AsError(err)
+		if err == nil || !ok || !e.transient() || attempt >= c.Retries || ctx.Err() != nil {
+			return err
+		}
+		delay := time.Duration(math.Min(2000, 100*math.Pow(2, float64(attempt)))*(0.5+mrand.Float64()/2)) * time.Millisecond
+		if e.RetryAfter > delay {
+			delay = e.RetryAfter
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path string, payload []byte, out any, extra time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout+extra)
+	defer cancel()
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "werk-client-go/"+Version)
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return &Error{Code: "unreachable", Detail: method + " " + path + ": " + err.Error(), Err: err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return &Error{Code: "unreachable", Detail: "reading the answer: " + err.Error(), Err: err}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if out == nil || len(data) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("werk: decoding the answer to %s %s: %w", method, path, err)
+		}
+		return nil
+	}
+	var problem struct {
+		Code   string       `json:"code"`
+		Detail string       `json:"detail"`
+		Errors []FieldError `json:"errors"`
+	}
+	_ = json.Unmarshal(data, &problem)
+	if problem.Code == "" {
+		problem.Code = "http_" + strconv.Itoa(resp.StatusCode)
+		problem.Detail = strings.TrimSpace(string(data))
+	}
+	e := &Error{Code: problem.Code, Status: resp.StatusCode, Detail: problem.Detail, Errors: problem.Errors}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		e.RetryAfter = time.Duration(s) * time.Second
+	}
+	return e
+}

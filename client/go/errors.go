@@ -1,0 +1,85 @@
+package werk
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// FieldError locates one invalid field of a rejected request ("jobs.3.queue").
+type FieldError struct {
+	Loc     string `json:"loc"`
+	Message string `json:"message"`
+}
+
+// Error is every error the client returns: a problem+json answer with the server's stable Code,
+// or a failure to reach the server (Status 0, Code "unreachable"). Compare with errors.Is against
+// the sentinels (ErrLeaseLost, ErrJobNotFound, ...), never on message text.
+type Error struct {
+	Code       string
+	Status     int
+	Detail     string
+	Errors     []FieldError
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string {
+	head := e.Code
+	if e.Status != 0 {
+		head = fmt.Sprintf("%d %s", e.Status, e.Code)
+	}
+	if e.Detail != "" {
+		head += ": " + e.Detail
+	}
+	if len(e.Errors) > 0 {
+		parts := make([]string, len(e.Errors))
+		for i, f := range e.Errors {
+			parts[i] = f.Loc + ": " + f.Message
+		}
+		head += " (" + strings.Join(parts, "; ") + ")"
+	}
+	return head
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches the sentinels by code (ErrValidation also matches invalid_json; ErrUnavailable
+// matches any 502/503/504 or unreachable server).
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok {
+		return false
+	}
+	switch t {
+	case ErrValidation:
+		return e.Code == "invalid_request" || e.Code == "invalid_json"
+	case ErrUnavailable:
+		return e.transient()
+	}
+	return t.Code == e.Code
+}
+
+func (e *Error) transient() bool {
+	return e.Code == "unreachable" || e.Code == "database_unavailable" ||
+		e.Status == 502 || e.Status == 503 || e.Status == 504
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrLeaseLost    = &Error{Code: "lease_lost"}
+	ErrJobNotFound  = &Error{Code: "job_not_found"}
+	ErrValidation   = &Error{Code: "invalid_request"}
+	ErrUnauthorized = &Error{Code: "unauthorized"}
+	ErrForbidden    = &Error{Code: "forbidden"}
+	ErrTooLarge     = &Error{Code: "payload_too_large"}
+	ErrUnavailable  = &Error{Code: "unreachable"}
+)
+
+// AsError returns the *Error in err's chain, if any.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}

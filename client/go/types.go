@@ -1,0 +1,169 @@
+package werk
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Job is a job as the server returns it. Lease and LeaseExpiresAt are set while it is active
+// (after Fetch); nullable fields are pointers.
+type Job struct {
+	JID            string          `json:"jid"`
+	JobType        string          `json:"jobtype"`
+	Args           []any           `json:"args"`
+	Queue          string          `json:"queue"`
+	Priority       int             `json:"priority"`
+	ReserveFor     int             `json:"reserve_for"`
+	Retry          int             `json:"retry"`
+	Backtrace      int             `json:"backtrace"`
+	Custom         map[string]any  `json:"custom"`
+	At             *time.Time      `json:"at"`
+	State          string          `json:"state"`
+	CreatedAt      time.Time       `json:"created_at"`
+	EnqueuedAt     *time.Time      `json:"enqueued_at"`
+	Attempt        int             `json:"attempt"`
+	Progress       json.RawMessage `json:"progress"`
+	Failure        *Failure        `json:"failure"`
+	Lease          *string         `json:"lease"`
+	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
+	WID            *string         `json:"wid"`
+}
+
+// LeaseToken is the job's current lease ("" when it is not active).
+func (j *Job) LeaseToken() string {
+	if j.Lease == nil {
+		return ""
+	}
+	return *j.Lease
+}
+
+// Failure is the last failure of a job.
+type Failure struct {
+	RetryCount int        `json:"retry_count"`
+	Remaining  int        `json:"remaining"`
+	FailedAt   time.Time  `json:"failed_at"`
+	NextAt     *time.Time `json:"next_at"`
+	ErrType    string     `json:"errtype"`
+	Message    string     `json:"message"`
+	Backtrace  []string   `json:"backtrace"`
+}
+
+// JobSpec is what a producer sends. Only JobType is required; zero values take the server's
+// defaults (queue "default", reserve_for 1800, retry 25). Retry is a pointer because 0 (discard
+// on failure) differs from the default: use werk.Int(0).
+type JobSpec struct {
+	JID        string         `json:"jid,omitempty"`
+	JobType    string         `json:"jobtype"`
+	Args       []any          `json:"args,omitempty"`
+	Queue      string         `json:"queue,omitempty"`
+	Priority   int            `json:"priority,omitempty"`
+	ReserveFor int            `json:"reserve_for,omitempty"`
+	Retry      *int           `json:"retry,omitempty"`
+	Backtrace  int            `json:"backtrace,omitempty"`
+	Custom     map[string]any `json:"custom,omitempty"`
+	// At: run no earlier than this RFC 3339 time with a zone (see werk.At).
+	At string `json:"at,omitempty"`
+}
+
+// Int returns a pointer to v (for JobSpec.Retry and FailReport.RetryIn).
+func Int(v int) *int { return &v }
+
+// At formats t for JobSpec.At.
+func At(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+// PushManyResult lists the stored jobs (in input order) and how many were new.
+type PushManyResult struct {
+	Jobs    []Job `json:"jobs"`
+	Created int   `json:"created"`
+}
+
+// FetchRequest asks for up to Count jobs (1..100; 0 means 1) from Queues, tried in order,
+// long-polling up to Wait seconds (0..30).
+type FetchRequest struct {
+	Queues []string `json:"queues"`
+	WID    string   `json:"wid"`
+	Count  int      `json:"count,omitempty"`
+	Wait   float64  `json:"wait"`
+}
+
+// AckItem is one (jid, lease) pair for AckMany.
+type AckItem struct {
+	JID   string `json:"jid"`
+	Lease string `json:"lease"`
+}
+
+// AckManyResult: acked jobs, and jobs whose lease was not current (not acked).
+type AckManyResult struct {
+	Acked     []string `json:"acked"`
+	LeaseLost []string `json:"lease_lost"`
+}
+
+// FailReport describes a failed attempt. RetryIn overrides the backoff; Retry false kills it.
+type FailReport struct {
+	ErrType   string   `json:"errtype,omitempty"`
+	Message   string   `json:"message,omitempty"`
+	Backtrace []string `json:"backtrace,omitempty"`
+	RetryIn   *int     `json:"retry_in,omitempty"`
+	Retry     *bool    `json:"retry,omitempty"`
+}
+
+// FailResult: the job's state after the failure (scheduled, dead or discarded).
+type FailResult struct {
+	JID    string     `json:"jid"`
+	State  string     `json:"state"`
+	NextAt *time.Time `json:"next_at"`
+}
+
+// ExtendOptions: a new reservation in seconds (0: the job's own) and an optional checkpoint.
+type ExtendOptions struct {
+	ReserveFor int `json:"reserve_for,omitempty"`
+	Progress   any `json:"progress,omitempty"`
+}
+
+// ExtendResult carries the lease's new expiry.
+type ExtendResult struct {
+	JID            string    `json:"jid"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+}
+
+// Beat is a worker process's heartbeat.
+type Beat struct {
+	WID          string   `json:"wid"`
+	Hostname     string   `json:"hostname,omitempty"`
+	PID          int      `json:"pid,omitempty"`
+	Labels       []string `json:"labels,omitempty"`
+	CurrentState string   `json:"current_state,omitempty"`
+	RSSKB        int      `json:"rss_kb,omitempty"`
+}
+
+// Worker states a beat answers with.
+const (
+	StateRunning   = "running"
+	StateQuiet     = "quiet"
+	StateTerminate = "terminate"
+)
+
+// Info is the server summary (GET /v1/info).
+type Info struct {
+	Server struct {
+		Version       string    `json:"version"`
+		UptimeSeconds float64   `json:"uptime_seconds"`
+		Now           time.Time `json:"now"`
+	} `json:"server"`
+	Totals struct {
+		Processed int64 `json:"processed"`
+		Failed    int64 `json:"failed"`
+		Enqueued  int64 `json:"enqueued"`
+	} `json:"totals"`
+	States  map[string]int64 `json:"states"`
+	Queues  []QueueInfo      `json:"queues"`
+	Workers int              `json:"workers"`
+}
+
+// QueueInfo is one queue of Info.
+type QueueInfo struct {
+	Name           string  `json:"name"`
+	Size           int64   `json:"size"`
+	LatencySeconds float64 `json:"latency_seconds"`
+	Paused         bool    `json:"paused"`
+}

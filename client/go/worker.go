@@ -1,0 +1,495 @@
+package werk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Handler runs one job. Returning an error fails the attempt (it retries per the job's policy);
+// the failure's errtype is the error's ErrType() string if it has that method, else its Go type.
+// A panic is recovered and reported as a failure. ctx is cancelled when the lease is lost or the
+// worker gives the job up at shutdown: stop work then, the outcome is ignored.
+type Handler func(ctx context.Context, job *Job) error
+
+// Worker fetches jobs from Queues in batches (long polling), runs their handlers with up to
+// Concurrency at once, keeps their leases extended, acks or fails them, and heartbeats. The
+// server's quiet stops fetching; terminate, SIGTERM/SIGINT or a cancelled Run context shut down
+// gracefully: no new jobs, running jobs get ShutdownGrace, then what is left is failed so it
+// retries elsewhere. Set fields before Run.
+type Worker struct {
+	Client        *Client
+	Queues        []string      // default ["default"]
+	Concurrency   int           // default 10
+	FetchBatch    int           // most jobs per fetch, default 100
+	FetchWait     float64       // long-poll seconds per fetch, default 5
+	BeatInterval  time.Duration // default 15 s
+	ShutdownGrace time.Duration // default 25 s
+	ExtendAt      float64       // extend when this fraction of reserve_for has passed, default 0.5
+	WID           string        // default: a new random id
+	Labels        []string      // default ["go"]
+	IgnoreSignals bool          // do not stop on SIGTERM/SIGINT
+	Logger        *log.Logger   // default: log.Default()
+
+	handlers map[string]Handler
+
+	mu        sync.Mutex
+	state     string
+	running   map[string]*runningJob
+	wake      chan struct{}
+	stopCh    chan struct{}
+	stopOnce  sync.Once
+	graceCut  time.Duration
+	fetchStop context.CancelFunc
+
+	processed, failed int
+}
+
+type runningJob struct {
+	job     *Job
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	settled bool // acked, failed, or given up (lease lost): nothing more is sent for it
+}
+
+// claim marks the job settled; false if someone else already did.
+func (r *runningJob) claim() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.settled {
+		return false
+	}
+	r.settled = true
+	return true
+}
+
+// NewWorker returns a worker with defaults, fetching from queues (default ["default"]).
+func NewWorker(client *Client, queues ...string) *Worker {
+	if client == nil {
+		client = NewClient("")
+	}
+	return &Worker{Client: client, Queues: queues}
+}
+
+// Register runs h for jobs of jobtype.
+func (w *Worker) Register(jobtype string, h Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.handlers == nil {
+		w.handlers = map[string]Handler{}
+	}
+	w.handlers[jobtype] = h
+}
+
+// Processed and Failed count the jobs this worker acked and failed.
+func (w *Worker) Processed() int { w.mu.Lock(); defer w.mu.Unlock(); return w.processed }
+
+// Failed counts the jobs this worker failed.
+func (w *Worker) Failed() int { w.mu.Lock(); defer w.mu.Unlock(); return w.failed }
+
+// State is running, quiet or terminate.
+func (w *Worker) State() string { w.mu.Lock(); defer w.mu.Unlock(); return w.state }
+
+// Quiet stops fetching; running jobs finish.
+func (w *Worker) Quiet() {
+	w.mu.Lock()
+	if w.state == StateRunning {
+		w.state = StateQuiet
+	}
+	stop := w.fetchStop
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	w.poke()
+}
+
+// Stop shuts down gracefully (running jobs get ShutdownGrace); Run returns when done.
+func (w *Worker) Stop() { w.stopWithGrace(-1) }
+
+// Terminate shuts down now: running jobs are failed at once (they retry).
+func (w *Worker) Terminate() { w.stopWithGrace(0) }
+
+func (w *Worker) stopWithGrace(grace time.Duration) {
+	w.mu.Lock()
+	if grace >= 0 && (w.graceCut < 0 || grace < w.graceCut) {
+		w.graceCut = grace
+	}
+	w.state = StateTerminate
+	stop := w.fetchStop
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	w.stopOnce.Do(func() { close(w.stopCh) })
+	w.poke()
+}
+
+func (w *Worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) defaults() {
+	if len(w.Queues) == 0 {
+		w.Queues = []string{"default"}
+	}
+	if w.Concurrency <= 0 {
+		w.Concurrency = 10
+	}
+	if w.FetchBatch <= 0 || w.FetchBatch > 100 {
+		w.FetchBatch = 100
+	}
+	if w.FetchWait == 0 {
+		w.FetchWait = 5
+	}
+	if w.BeatInterval <= 0 {
+		w.BeatInterval = 15 * time.Second
+	}
+	if w.ShutdownGrace <= 0 {
+		w.ShutdownGrace = 25 * time.Second
+	}
+	if w.ExtendAt <= 0 || w.ExtendAt >= 1 {
+		w.ExtendAt = 0.5
+	}
+	if w.WID == "" {
+		w.WID = NewJID()
+	}
+	if len(w.Labels) == 0 {
+		w.Labels = []string{"go"}
+	}
+	if w.Logger == nil {
+		w.Logger = log.Default()
+	}
+}
+
+// Run works until ctx is cancelled, Stop/Terminate is called, the server says terminate, or a
+// SIGTERM/SIGINT arrives (a second signal cuts the grace period). Every fetched job has been
+// acked or failed (or was found taken away) when it returns.
+func (w *Worker) Run(ctx context.Context) error {
+	w.defaults()
+	w.mu.Lock()
+	w.state = StateRunning
+	w.running = map[string]*runningJob{}
+	w.wake = make(chan struct{}, 1)
+	w.stopCh = make(chan struct{})
+	w.stopOnce = sync.Once{}
+	w.graceCut = -1
+	w.mu.Unlock()
+
+	if !w.IgnoreSignals {
+		signals := make(chan os.Signal, 2)
+		signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+		defer signal.Stop(signals)
+		go func() {
+			count := 0
+			for {
+				select {
+				case <-signals:
+					count++
+					if count == 1 {
+						w.Stop()
+					} else {
+						w.Terminate()
+					}
+				case <-w.stopCh:
+					if count > 0 {
+						return
+					}
+				}
+				if count > 1 {
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			w.Stop()
+		case <-w.stopCh:
+		}
+	}()
+
+	// Jobs run under jobsCtx, cancelled when the grace period is over.
+	jobsCtx, cancelJobs := context.WithCancel(context.Background())
+	defer cancelJobs()
+	var jobs sync.WaitGroup
+	beatDone := make(chan struct{})
+	go func() { defer close(beatDone); w.beatLoop() }()
+
+	w.fetchLoop(jobsCtx, &jobs)
+
+	// Drain: wait for running jobs up to the grace period, then give up the rest.
+	w.mu.Lock()
+	grace := w.ShutdownGrace
+	if w.graceCut >= 0 && w.graceCut < grace {
+		grace = w.graceCut
+	}
+	w.mu.Unlock()
+	done := make(chan struct{})
+	go func() { jobs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		cancelJobs()
+		w.mu.Lock()
+		left := make([]*runningJob, 0, len(w.running))
+		for _, r := range w.running {
+			left = append(left, r)
+		}
+		w.mu.Unlock()
+		var giveUp sync.WaitGroup
+		for _, r := range left {
+			giveUp.Add(1)
+			go func(r *runningJob) {
+				defer giveUp.Done()
+				w.settleFailure(r, FailReport{ErrType: "Shutdown",
+					Message: fmt.Sprintf("worker %s shut down before the job finished", w.WID)})
+			}(r)
+		}
+		giveUp.Wait()
+	}
+	<-beatDone
+	return nil
+}
+
+func (w *Worker) stopping() bool {
+	select {
+	case <-w.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
+	failures := 0
+	for !w.stopping() {
+		w.mu.Lock()
+		free := w.Concurrency - len(w.running)
+		state := w.state
+		w.mu.Unlock()
+		if state != StateRunning || free <= 0 {
+			select {
+			case <-w.wake:
+			case <-w.stopCh:
+			}
+			continue
+		}
+		if free > w.FetchBatch {
+			free = w.FetchBatch
+		}
+		fetchCtx, cancel := context.WithCancel(context.Background())
+		w.mu.Lock()
+		w.fetchStop = cancel
+		w.mu.Unlock()
+		fetched, err := w.Client.Fetch(fetchCtx, FetchRequest{Queues: w.Queues, WID: w.WID, Count: free, Wait: w.FetchWait})
+		cancelled := fetchCtx.Err() != nil
+		cancel()
+		if err != nil {
+			if cancelled {
+				continue
+			}
+			failures++
+			w.Logger.Printf("werk worker %s: fetch failed: %v", w.WID, err)
+			backoff := time.Duration(250*(1<<min(failures, 5))) * time.Millisecond
+			select {
+			case <-time.After(backoff):
+			case <-w.stopCh:
+			}
+			continue
+		}
+		failures = 0
+		for i := range fetched {
+			job := fetched[i]
+			jobCtx, cancelJob := context.WithCancel(jobsCtx)
+			r := &runningJob{job: &job, cancel: cancelJob}
+			w.mu.Lock()
+			w.running[job.JID] = r
+			w.mu.Unlock()
+			jobs.Add(1)
+			go func() {
+				defer jobs.Done()
+				defer func() {
+					cancelJob()
+					w.mu.Lock()
+					delete(w.running, r.job.JID)
+					w.mu.Unlock()
+					w.poke()
+				}()
+				w.execute(jobCtx, r)
+			}()
+		}
+	}
+}
+
+func min(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func (w *Worker) beatLoop() {
+	host, _ := os.Hostname()
+	for {
+		state, err := w.Client.Beat(context.Background(), Beat{
+			WID: w.WID, Hostname: host, PID: os.Getpid(), Labels: w.Labels, CurrentState: w.State(),
+		})
+		if err != nil {
+			w.Logger.Printf("werk worker %s: beat failed: %v", w.WID, err)
+		} else if state == StateQuiet && w.State() == StateRunning {
+			w.Quiet()
+		} else if state == StateTerminate {
+			w.Stop()
+		}
+		select {
+		case <-w.stopCh:
+			return
+		case <-time.After(w.BeatInterval):
+		}
+	}
+}
+
+type checkpointKey struct{}
+
+// Checkpoint extends the lease of the job running under ctx and records progress, which the
+// next attempt receives as job.Progress.
+func Checkpoint(ctx context.Context, progress any) error {
+	f, ok := ctx.Value(checkpointKey{}).(func(any) error)
+	if !ok {
+		return errors.New("werk: Checkpoint called outside a job handler")
+	}
+	return f(progress)
+}
+
+func (w *Worker) execute(ctx context.Context, r *runningJob) {
+	w.mu.Lock()
+	handler, ok := w.handlers[r.job.JobType]
+	w.mu.Unlock()
+	if !ok {
+		w.settleFailure(r, FailReport{ErrType: "UnknownJobType",
+			Message: fmt.Sprintf("no handler registered for jobtype %q on this worker", r.job.JobType)})
+		return
+	}
+	extend := func(opts ExtendOptions) error {
+		opts.ReserveFor = r.job.ReserveFor
+		_, err := w.Client.Extend(context.Background(), r.job.JID, r.job.LeaseToken(), opts)
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrJobNotFound) {
+			r.claim() // not ours any more: report nothing for it
+			r.cancel()
+		}
+		return err
+	}
+	ctx = context.WithValue(ctx, checkpointKey{}, func(progress any) error {
+		return extend(ExtendOptions{Progress: progress})
+	})
+	extenderDone := make(chan struct{})
+	defer close(extenderDone)
+	go func() {
+		every := time.Duration(float64(r.job.ReserveFor) * w.ExtendAt * float64(time.Second))
+		if every < time.Second {
+			every = time.Second
+		}
+		ticker := time.NewTicker(every)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-extenderDone:
+				return
+			case <-ticker.C:
+				if err := extend(ExtendOptions{}); err != nil && !errors.Is(err, ErrLeaseLost) {
+					w.Logger.Printf("werk worker %s: extending job %s: %v", w.WID, r.job.JID, err)
+				}
+			}
+		}
+	}()
+
+	err := runHandler(ctx, handler, r.job)
+	if ctx.Err() != nil {
+		return // lease lost, or given up at shutdown (already failed by Run)
+	}
+	if err != nil {
+		w.settleFailure(r, describe(err))
+		return
+	}
+	if !r.claim() {
+		return
+	}
+	if err := w.Client.Ack(context.Background(), r.job.JID, r.job.LeaseToken()); err != nil {
+		w.reportSettle(r, err)
+		return
+	}
+	w.mu.Lock()
+	w.processed++
+	w.mu.Unlock()
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
+
+func runHandler(ctx context.Context, h Handler, job *Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: string(debug.Stack())}
+		}
+	}()
+	return h(ctx, job)
+}
+
+func describe(err error) FailReport {
+	var p *panicError
+	if errors.As(err, &p) {
+		lines := strings.Split(strings.TrimSpace(p.stack), "\n")
+		if len(lines) > 50 {
+			lines = lines[:50]
+		}
+		return FailReport{ErrType: "panic", Message: fmt.Sprint(p.value), Backtrace: lines}
+	}
+	var typed interface{ ErrType() string }
+	if errors.As(err, &typed) {
+		return FailReport{ErrType: typed.ErrType(), Message: err.Error()}
+	}
+	return FailReport{ErrType: strings.TrimPrefix(fmt.Sprintf("%T", err), "*"), Message: err.Error()}
+}
+
+func (w *Worker) settleFailure(r *runningJob, report FailReport) {
+	if !r.claim() {
+		return
+	}
+	w.mu.Lock()
+	w.failed++
+	w.mu.Unlock()
+	if report.ErrType == "" {
+		report.ErrType = "error"
+	}
+	if report.Backtrace == nil {
+		report.Backtrace = []string{}
+	}
+	if _, err := w.Client.Fail(context.Background(), r.job.JID, r.job.LeaseToken(), report); err != nil {
+		w.reportSettle(r, err)
+	}
+}
+
+func (w *Worker) reportSettle(r *runningJob, err error) {
+	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrJobNotFound) {
+		return // the server gave the job to someone else, or it is gone: not ours
+	}
+	w.Logger.Printf("werk worker %s: could not settle job %s (the server will retry it when its lease expires): %v",
+		w.WID, r.job.JID, err)
+}

@@ -1,0 +1,218 @@
+package werk
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func quietWorker(c *Client, queue string) *Worker {
+	w := NewWorker(c, queue)
+	w.FetchWait = 1
+	w.IgnoreSignals = true
+	w.Logger = log.New(io.Discard, "", 0)
+	return w
+}
+
+func TestWorkerConcurrencyAndAck(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go-w")
+	specs := make([]JobSpec, 24)
+	for i := range specs {
+		specs[i] = JobSpec{JobType: "work", Args: []any{i}, Queue: queue}
+	}
+	if _, err := c.PushMany(ctx, specs); err != nil {
+		t.Fatal(err)
+	}
+	w := quietWorker(c, queue)
+	w.Concurrency = 6
+	var active, peak int32
+	var mu sync.Mutex
+	var seen []int
+	w.Register("work", func(ctx context.Context, job *Job) error {
+		n := atomic.AddInt32(&active, 1)
+		for {
+			p := atomic.LoadInt32(&peak)
+			if n <= p || atomic.CompareAndSwapInt32(&peak, p, n) {
+				break
+			}
+		}
+		time.Sleep(40 * time.Millisecond)
+		mu.Lock()
+		seen = append(seen, int(job.Args[0].(float64)))
+		mu.Unlock()
+		atomic.AddInt32(&active, -1)
+		return nil
+	})
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	eventually(t, 20*time.Second, "24 jobs", func() bool { return w.Processed() == 24 })
+	w.Stop()
+	<-done
+	sort.Ints(seen)
+	for i, v := range seen {
+		if v != i {
+			t.Fatalf("seen %v", seen)
+		}
+	}
+	if peak > 6 || peak < 2 {
+		t.Fatalf("peak concurrency %d", peak)
+	}
+}
+
+type declined struct{}
+
+func (declined) Error() string   { return "card 4242 declined" }
+func (declined) ErrType() string { return "PaymentDeclined" }
+
+func TestWorkerFailuresAndPanics(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go-w")
+	failing, _ := c.Push(ctx, JobSpec{JobType: "boom", Queue: queue})
+	panicking, _ := c.Push(ctx, JobSpec{JobType: "panic", Queue: queue})
+	unknown, _ := c.Push(ctx, JobSpec{JobType: "nobody-handles-this", Queue: queue})
+	w := quietWorker(c, queue)
+	w.Register("boom", func(ctx context.Context, job *Job) error { return declined{} })
+	w.Register("panic", func(ctx context.Context, job *Job) error { panic("kaboom") })
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	eventually(t, 15*time.Second, "three failures", func() bool { return w.Failed() == 3 })
+	w.Stop()
+	<-done
+	want := map[string]string{failing.JID: "PaymentDeclined", panicking.JID: "panic", unknown.JID: "UnknownJobType"}
+	for jid, errtype := range want {
+		job, err := c.Get(ctx, jid)
+		if err != nil || job.State != "scheduled" || job.Failure == nil || job.Failure.ErrType != errtype {
+			t.Fatalf("%s: %v %+v", errtype, err, job.Failure)
+		}
+	}
+	job, _ := c.Get(ctx, panicking.JID)
+	if len(job.Failure.Backtrace) == 0 || job.Failure.Message != "kaboom" {
+		t.Fatalf("panic failure %+v", job.Failure)
+	}
+}
+
+func TestWorkerExtendsLeasesAndCheckpoints(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go-w")
+	pushed, _ := c.Push(ctx, JobSpec{JobType: "long", Queue: queue, ReserveFor: 60})
+	w := quietWorker(c, queue)
+	w.ExtendAt = 0.02 // every 1.2 s
+	var first, last time.Time
+	var progress string
+	w.Register("long", func(ctx context.Context, job *Job) error {
+		first = *job.LeaseExpiresAt
+		if err := Checkpoint(ctx, map[string]int{"rows": 10}); err != nil {
+			return err
+		}
+		time.Sleep(2600 * time.Millisecond)
+		stored, err := c.Get(ctx, job.JID)
+		if err != nil {
+			return err
+		}
+		last, progress = *stored.LeaseExpiresAt, string(stored.Progress)
+		return nil
+	})
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	eventually(t, 15*time.Second, "the long job", func() bool { return w.Processed() == 1 })
+	w.Stop()
+	<-done
+	if last.Sub(first) < 2*time.Second {
+		t.Fatalf("lease moved by %s", last.Sub(first))
+	}
+	if progress != `{"rows": 10}` && progress != `{"rows":10}` {
+		t.Fatalf("progress %s", progress)
+	}
+	if _, err := c.Get(ctx, pushed.JID); !errors.Is(err, ErrJobNotFound) {
+		t.Fatalf("after ack: %v", err)
+	}
+}
+
+func TestWorkerObeysQuietAndTerminate(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go-w")
+	w := quietWorker(c, queue)
+	w.BeatInterval = 100 * time.Millisecond
+	var ran int32
+	w.Register("x", func(ctx context.Context, job *Job) error { atomic.AddInt32(&ran, 1); return nil })
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	admin := func(action string) bool {
+		resp, err := http.Post(c.URL+"/v1/workers/"+w.WID+"/"+action, "application/json", nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	eventually(t, 10*time.Second, "quiet accepted", func() bool { return admin("quiet") })
+	eventually(t, 20*time.Second, "quiet", func() bool { return w.State() == StateQuiet })
+	time.Sleep(1200 * time.Millisecond)
+	_, _ = c.Push(ctx, JobSpec{JobType: "x", Queue: queue})
+	time.Sleep(600 * time.Millisecond)
+	if atomic.LoadInt32(&ran) != 0 {
+		t.Fatal("a quiet worker fetched a job")
+	}
+	admin("terminate")
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("terminate did not stop the worker")
+	}
+}
+
+func TestWorkerStopsGracefullyOnSIGTERM(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go-w")
+	fast, _ := c.Push(ctx, JobSpec{JobType: "sleep", Args: []any{500}, Queue: queue})
+	slow, _ := c.Push(ctx, JobSpec{JobType: "sleep", Args: []any{20000}, Queue: queue})
+	w := NewWorker(c, queue) // handles signals
+	w.FetchWait = 1
+	w.ShutdownGrace = 1500 * time.Millisecond
+	w.Logger = log.New(io.Discard, "", 0)
+	var started int32
+	w.Register("sleep", func(ctx context.Context, job *Job) error {
+		atomic.AddInt32(&started, 1)
+		select {
+		case <-time.After(time.Duration(job.Args[0].(float64)) * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	eventually(t, 15*time.Second, "both jobs started", func() bool { return atomic.LoadInt32(&started) == 2 })
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("SIGTERM did not stop the worker")
+	}
+	if _, err := c.Get(ctx, fast.JID); !errors.Is(err, ErrJobNotFound) {
+		t.Fatalf("the fast job was not acked: %v", err)
+	}
+	left, err := c.Get(ctx, slow.JID)
+	if err != nil || left.State != "scheduled" || left.Failure == nil || left.Failure.ErrType != "Shutdown" {
+		t.Fatalf("the slow job: %v %+v", err, left)
+	}
+	if w.Processed() != 1 || w.Failed() != 1 {
+		t.Fatalf("processed %d failed %d", w.Processed(), w.Failed())
+	}
+}
