@@ -45,3 +45,15 @@ def test_node_worker_processes_jobs_pushed_from_python(
     done = {line["jid"]: line["args"] for line in lines if line["event"] == "done"}
     assert done == {job.jid: [i, "from-python"] for i, job in enumerate(pushed.jobs)}
     assert lines[-1] == {"event": "exit", "processed": 12, "failed": 0}
+
+
+def test_committed_types_match_the_openapi_document(node: str, tmp_path: Path) -> None:
+    """src/openapi.ts is generated (`npm run generate`); it must follow openapi/openapi.json."""
+    fresh = tmp_path / "openapi.ts"
+    run(
+        [node, "node_modules/openapi-typescript/bin/cli.js", "../../openapi/openapi.json",
+         "-o", str(fresh), "--default-non-nullable=false"],
+        TS_DIR, timeout=120,
+    )  # fmt: skip
+    committed = (TS_DIR / "src/openapi.ts").read_text()
+    assert fresh.read_text() == committed, "run `npm run generate` in client/typescript"

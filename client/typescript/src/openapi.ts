@@ -1733,6 +1733,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description job_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                };
+            };
             /** @description lease_lost */
             409: {
                 headers: {
@@ -1826,6 +1835,15 @@ export interface operations {
                     "application/json": components["schemas"]["Extended"];
                 };
             };
+            /** @description job_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                };
+            };
             /** @description lease_lost */
             409: {
                 headers: {
@@ -1868,6 +1886,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FailResult"];
+                };
+            };
+            /** @description job_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
                 };
             };
             /** @description lease_lost */

@@ -15,7 +15,8 @@ from werk.errors import InvalidRequest
 router = APIRouter(prefix="/v1", tags=["work"], responses=schemas.INVALID_REQUEST)
 
 _LEASE_LOST: dict[int | str, dict[str, Any]] = {
-    409: {"model": schemas.Problem, "description": "lease_lost"}
+    404: {"model": schemas.Problem, "description": "job_not_found"},
+    409: {"model": schemas.Problem, "description": "lease_lost"},
 }
 
 
