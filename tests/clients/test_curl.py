@@ -4,9 +4,11 @@ runs, in order, in one bash (errexit, pipefail) against a fresh server, so the R
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,7 +60,8 @@ def test_the_readme_curl_walkthrough_runs(
     result = subprocess.run(
         [bash, "-euo", "pipefail", "-c", script],
         cwd=tmp_path,
-        env=clean_env(),
+        # `python3` (used to pick the lease out of a fetch) is at least this interpreter.
+        env=clean_env({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}),
         capture_output=True,
         text=True,
         timeout=60,
