@@ -10,12 +10,14 @@ from werk.config import Settings
 from werk.services.container import Services
 
 
-def _services(request: Request) -> Services:
+# Async on purpose: FastAPI runs plain `def` dependencies in a thread pool, two thread hops per
+# request for what is an attribute lookup.
+async def _services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 

@@ -19,12 +19,19 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
+async def _no_reset(_conn: asyncpg.Connection) -> None:
+    """Werk keeps no session state on pooled connections (no LISTEN, advisory locks, cursors or
+    SET), so the default reset query (a round trip and four statements on every release) buys
+    nothing. asyncpg still rolls back a transaction left open, before this is called."""
+
+
 async def create_pool(dsn: str, *, min_size: int, max_size: int) -> asyncpg.Pool:
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,
         max_size=max_size,
         init=_init_connection,
+        reset=_no_reset,
         command_timeout=60,
         # Statements are prepared once per connection and reused; the hot paths are a handful.
         statement_cache_size=256,
