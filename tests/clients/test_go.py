@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from tests.clients.toolchains import GO_DIR, TS_DIR, go_env, node_ready, run
 from tests.support.server import ServerProcess
-from werk_client import Client
+from werk_client import Client, Worker
 
 
 @pytest.fixture(scope="module")
@@ -58,3 +59,26 @@ def test_go_worker_processes_jobs_pushed_from_node(
     done = {line["jid"]: line["args"] for line in lines if line["event"] == "done"}
     assert done == {jid: [i, origin] for i, jid in enumerate(jids)}
     assert lines[-1] == {"event": "exit", "processed": 12, "failed": 0}
+
+
+def test_python_worker_processes_jobs_pushed_from_go(
+    go: dict[str, str], shared_werk: ServerProcess
+) -> None:
+    queue = f"go-to-py-{uuid.uuid4().hex[:8]}"
+    env = {**go, "WERK_URL": shared_werk.url, "QUEUE": queue, "COUNT": "12"}
+    jids = json.loads(run(["go", "run", "./cmd/werk-example-push"], GO_DIR, 240, env))["jids"]
+    done: dict[str, list[object]] = {}
+    worker = Worker(url=shared_werk.url, queues=[queue], concurrency=4, fetch_wait=1)
+
+    @worker.handler("echo")
+    def echo(*args: object) -> None:
+        done[str(len(done))] = list(args)
+        if len(done) == 12:
+            worker.stop()
+
+    thread = threading.Thread(target=worker.run, kwargs={"handle_signals": False})
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert sorted(done.values(), key=lambda a: a[0]) == [[i, "from-go"] for i in range(12)]
+    assert worker.processed == 12 and len(jids) == 12
