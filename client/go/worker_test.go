@@ -140,6 +140,48 @@ func TestWorkerExtendsLeasesAndCheckpoints(t *testing.T) {
 	}
 }
 
+func TestWorkerGivesUpAJobWhoseLeaseIsLost(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go-w")
+	pushed, _ := c.Push(ctx, JobSpec{JobType: "victim", Queue: queue})
+	w := quietWorker(c, queue)
+	var started, finished int32
+	var checkpointErr, ctxErr error
+	w.Register("victim", func(ctx context.Context, job *Job) error {
+		atomic.StoreInt32(&started, 1)
+		eventually(t, 10*time.Second, "the kill", func() bool {
+			j, err := c.Get(ctx, job.JID)
+			return err == nil && j.State == "dead"
+		})
+		checkpointErr = Checkpoint(ctx, map[string]int{"n": 1})
+		ctxErr = ctx.Err()
+		atomic.StoreInt32(&finished, 1)
+		return nil
+	})
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	eventually(t, 10*time.Second, "the job to start", func() bool { return atomic.LoadInt32(&started) == 1 })
+	resp, err := http.Post(c.URL+"/v1/jobs/"+pushed.JID+"/kill", "application/json", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("kill: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	eventually(t, 15*time.Second, "the handler to end", func() bool { return atomic.LoadInt32(&finished) == 1 })
+	w.Stop()
+	<-done
+	if !errors.Is(checkpointErr, ErrLeaseLost) || ctxErr == nil {
+		t.Fatalf("checkpoint %v, ctx %v", checkpointErr, ctxErr)
+	}
+	if w.Processed() != 0 || w.Failed() != 0 {
+		t.Fatalf("processed %d failed %d", w.Processed(), w.Failed())
+	}
+	job, _ := c.Get(ctx, pushed.JID)
+	if job.Failure == nil || job.Failure.ErrType != "Killed" {
+		t.Fatalf("the job was touched: %+v", job.Failure)
+	}
+}
+
 func TestWorkerObeysQuietAndTerminate(t *testing.T) {
 	c := testClient(t)
 	ctx := context.Background()

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { Client, JobNotFound, Worker } from "../src/index.js";
+import { Client, JobNotFound, LeaseLost, Worker } from "../src/index.js";
 import { URL_, admin, eventually, sleep, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
@@ -79,6 +79,33 @@ describe("Worker", () => {
     const [first, last] = expiries.map((t) => Date.parse(t));
     assert.ok(last! - first! >= 2000, `lease moved by ${last! - first!} ms`);
     await assert.rejects(client.get(job.jid), JobNotFound);
+  });
+
+  it("gives a job up when its lease is lost (an operator killed it): no ack, the handler is aborted", async () => {
+    const queue = uniqueQueue();
+    const job = await client.push({ jobtype: "victim", queue });
+    let started = false;
+    let finished = false;
+    let checkpointError: unknown;
+    let aborted = false;
+    const worker = new Worker({ ...quietErrors, queues: [queue], fetchWait: 1 });
+    worker.register("victim", async (_args, ctx) => {
+      started = true;
+      await eventually(async () => (await client.get(ctx.job.jid)).state === "dead", 10_000, "the kill");
+      checkpointError = await ctx.checkpoint({ n: 1 }).catch((e: unknown) => e);
+      aborted = ctx.signal.aborted;
+      finished = true;
+    });
+    const running = worker.run();
+    await eventually(() => started, 10_000, "the job to start");
+    await admin(`/v1/jobs/${job.jid}/kill`);
+    await eventually(() => finished && worker.runningJids.length === 0, 15_000, "the handler to end");
+    worker.stop();
+    await running;
+    assert.ok(checkpointError instanceof LeaseLost, String(checkpointError));
+    assert.ok(aborted);
+    assert.equal(worker.processed, 0);
+    assert.equal((await client.get(job.jid)).failure?.errtype, "Killed"); // untouched by the worker
   });
 
   it("obeys quiet and terminate from the server", async () => {
