@@ -658,11 +658,8 @@ export interface components {
         };
         /** Beat */
         Beat: {
-            /**
-             * Current State
-             * @description What the worker says it is doing.
-             */
-            current_state?: ("running" | "quiet" | "terminate") | null;
+            /** @description What the worker says it is doing. */
+            current_state?: components["schemas"]["WorkerState"] | null;
             /**
              * Hostname
              * @default

@@ -235,8 +235,9 @@ class Beat(_Strict):
     labels: list[Annotated[Text, Field(max_length=100)]] = Field(
         default_factory=list, max_length=100
     )
-    current_state: Literal["running", "quiet", "terminate"] | None = Field(
-        None, description="What the worker says it is doing."
+    # Not strict: an enum arrives from JSON as its string value.
+    current_state: rules.WorkerState | None = Field(
+        None, strict=False, description="What the worker says it is doing."
     )
     rss_kb: int | None = Field(None, ge=0, le=2**62)
 
