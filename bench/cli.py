@@ -218,7 +218,8 @@ class Runner:
                 "met": met,
             },
             f"{'idle':<12} {'polls=' + str(c.idle_polls):<24} runs={len(runs)}  "
-            f"rss min={rss['min']:.0f} median={rss['median']:.0f} MB  "
+            f"rss min={rss['min']:.0f} median={rss['median']:.0f} MB (all server processes; "
+            f"largest {max(r.get('rss_mb_largest_process', 0) for r in runs):.0f} MB)  "
             f"server cpu min={cpu['min']:.1f} median={cpu['median']:.1f} %  "
             f"db connections max={conns} (bound {bound}) active max={active}  "
             f"errors={[r['errors'] for r in runs]}  target rss<=150MB cpu<=5% "
@@ -393,6 +394,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--churn-first", type=int, default=100_000)
     r.add_argument("--latency-jobs", type=int, default=2000)
     r.add_argument("--latency-interval-ms", type=float, default=10.0)
+    r.add_argument(
+        "--fetch-url",
+        help="latency: send the fetches to this server (another node on the same database) "
+        "while pushes go to the main one",
+    )
     r.add_argument("--idle-polls", type=int, default=1000)
     r.add_argument("--push-clients", type=int, nargs="+", default=[8, 32])
     r.add_argument("--batch-sizes", type=int, nargs="+", default=[100, 1000])
@@ -458,6 +464,7 @@ def _context(args: argparse.Namespace, target: Target) -> Context:
         churn_workers=args.churn_workers,
         quiet_wait=0.0 if quick else args.quiet_wait,
         quiet_threshold=args.quiet_threshold,
+        fetch_url=args.fetch_url,
         pool_max=int(
             dict(kv.split("=", 1) for kv in args.server_env).get("WERK_POOL_MAX_SIZE", 10)
         ),
@@ -527,6 +534,13 @@ async def _run_one(args: argparse.Namespace, names: list[str], workers: int | No
         f"{out.get('fsync_probe_start')}",
         flush=True,
     )
+    if pg.get("autovacuum") == "off":
+        print(
+            "WARNING: autovacuum is off on this PostgreSQL: werk_jobs is never vacuumed, so "
+            "`churn` measures unbounded bloat (ALTER SYSTEM SET autovacuum = on; SELECT "
+            "pg_reload_conf(); for production-like figures)",
+            flush=True,
+        )
     print(
         f"# werk bench  commit {out['git']['describe']}  server workers={workers}  "
         f"url={target.url}  db={db_desc}  synchronous_commit={pg.get('synchronous_commit')}  "

@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -44,6 +45,7 @@ class Context:
     churn_workers: int
     pool_max: int = 10
     sample_waits: bool = True
+    fetch_url: str | None = None
     quiet_wait: float = 0.0
     quiet_threshold: float = 25.0
     baselines: dict[str, float] = field(default_factory=dict)
@@ -348,8 +350,14 @@ async def latency(ctx: Context, queue: str = "bench-latency") -> dict[str, Any]:
     back in its long poll at once."""
     n = ctx.latency_jobs
     producer = Connection(ctx.target.host, ctx.target.port)
-    fetcher = Connection(ctx.target.host, ctx.target.port)
-    acker = Connection(ctx.target.host, ctx.target.port)
+    # --fetch-url: the fetcher (and its acks) on another node than the producer, to measure the
+    # cross-node wake-up path (NOTIFY/LISTEN) instead of the in-process one
+    fhost, fport = ctx.target.host, ctx.target.port
+    if ctx.fetch_url:
+        parts = urlsplit(ctx.fetch_url)
+        fhost, fport = parts.hostname or "127.0.0.1", parts.port or 80
+    fetcher = Connection(fhost, fport)
+    acker = Connection(fhost, fport)
     for c in (producer, fetcher, acker):
         await c.connect()
     sent: dict[str, float] = {}
@@ -453,8 +461,11 @@ async def idle(ctx: Context, queue: str = "bench-idle") -> dict[str, Any]:
     t0 = time.perf_counter()
     db_conns: list[dict[str, int]] = []
     rss_peak = 0
+    rss_proc_peak = 0
     while time.perf_counter() - t0 < ctx.idle_window:
-        rss_peak = max(rss_peak, rss_bytes(ctx.target.server_pids()))
+        pids = ctx.target.server_pids()
+        rss_peak = max(rss_peak, rss_bytes(pids))
+        rss_proc_peak = max([rss_proc_peak, *(rss_bytes([p]) for p in pids)])
         if ctx.has_db:
             async with ctx.db() as db:
                 db_conns.append(await db.connections())
@@ -472,7 +483,8 @@ async def idle(ctx: Context, queue: str = "bench-idle") -> dict[str, Any]:
         "errors": len(errors),
         "server_processes": len(ctx.target.server_pids()),
         "rss_mb_before": round(rss_before / 2**20, 1),
-        "rss_mb": round(rss_peak / 2**20, 1),
+        "rss_mb": round(rss_peak / 2**20, 1),  # all server processes together
+        "rss_mb_largest_process": round(rss_proc_peak / 2**20, 1),
         "server_cpu_pct": cpu["server_pct"],
         "cpu": cpu,
         "window_s": round(elapsed, 2),

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import sys
 
+from fastapi import Request  # module level: FastAPI resolves the dependencies' annotations here
+
 
 def _apply(patches: set[str]) -> None:
     if "reset" in patches:
@@ -34,8 +36,6 @@ def _apply(patches: set[str]) -> None:
         asyncpg.create_pool = create_pool  # type: ignore[assignment]
 
     if "deps" in patches:
-        from fastapi import Request
-
         from werk.api import deps
 
         async def _services(request: Request) -> object:
@@ -44,8 +44,8 @@ def _apply(patches: set[str]) -> None:
         async def _settings(request: Request) -> object:
             return request.app.state.settings
 
-        deps.ServicesDep.__metadata__[0].dependency = _services  # type: ignore[attr-defined]
-        deps.SettingsDep.__metadata__[0].dependency = _settings  # type: ignore[attr-defined]
+        object.__setattr__(deps.ServicesDep.__metadata__[0], "dependency", _services)
+        object.__setattr__(deps.SettingsDep.__metadata__[0], "dependency", _settings)
 
 
 def main() -> None:
