@@ -14,7 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TS_DIR = ROOT / "client" / "typescript"
 GO_DIR = ROOT / "client" / "go"
-CACHE = ROOT / ".cache" / "clients"
 
 NODE_INSTALL = "apt-get install -y nodejs npm (Node.js >= 20)"
 GO_INSTALL = "apt-get update && apt-get install -y golang-go"
