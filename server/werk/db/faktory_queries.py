@@ -1,5 +1,5 @@
-"""Typed wrappers for the statements only Faktory's wire protocol needs (settling by worker
-instead of by lease, INFO's sets, FLUSH, MUTATE): one function per SQL file. Callers pass a pool
+"""Typed wrappers for the statements only Faktory's wire protocol needs (INFO's sets, FLUSH,
+MUTATE): one function per SQL file. Callers pass a pool
 or a connection; nothing here decides."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from werk.db.queries import Executor, _shard
+from werk.db.queries import Executor
 from werk.db.sql import sql
 
 
@@ -19,28 +19,6 @@ class SetSizes:
     retries: int
     dead: int
     working: int
-
-
-async def ack_job_by_worker(
-    db: Executor, now: datetime | None, jid: str, wid: str, *, keep_completed: bool
-) -> bool:
-    row = await db.fetchrow(sql("job_ack_by_worker"), now, jid, wid, keep_completed, _shard())
-    return row is not None
-
-
-async def fail_job_by_worker(
-    db: Executor,
-    now: datetime | None,
-    jid: str,
-    wid: str,
-    *,
-    errtype: str,
-    message: str,
-    backtrace: Sequence[str],
-) -> Any | None:
-    return await db.fetchrow(
-        sql("job_fail_by_worker"), now, jid, wid, errtype, message, list(backtrace), _shard()
-    )
 
 
 async def set_sizes(db: Executor) -> SetSizes:

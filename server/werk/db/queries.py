@@ -65,11 +65,21 @@ async def ack_jobs(
     db: Executor,
     now: datetime | None,
     jids: Sequence[str],
-    leases: Sequence[str],
+    leases: Sequence[str | None],
     *,
     keep_completed: bool,
+    wids: Sequence[str | None] | None = None,
 ) -> list[str]:
-    rows = await db.fetch(sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard())
+    """Each job is named with its lease, or (lease None) with the worker holding it."""
+    rows = await db.fetch(
+        sql("job_ack"),
+        now,
+        list(jids),
+        list(leases),
+        keep_completed,
+        _shard(),
+        list(wids) if wids is not None else [None] * len(jids),
+    )
     return [r["jid"] for r in rows]
 
 
@@ -77,14 +87,16 @@ async def fail_job(
     db: Executor,
     now: datetime | None,
     jid: str,
-    lease: str,
+    lease: str | None,
     *,
     errtype: str,
     message: str,
     backtrace: Sequence[str],
     retry_in: float | None,
     no_retry: bool,
+    wid: str | None = None,
 ) -> Any | None:
+    """The attempt is named by its lease, or (lease None) by the worker holding it."""
     return await db.fetchrow(
         sql("job_fail"),
         now,
@@ -96,6 +108,7 @@ async def fail_job(
         retry_in,
         no_retry,
         _shard(),
+        wid,
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from werk.db import faktory_queries, queries
+from werk.db import queries
 from werk.db.failures import is_connection_error
 from werk.db.queries import NewJob
 from werk.domain.clock import Clock
@@ -236,13 +236,7 @@ class JobService:
         if row is None:
             await self._raise_not_current(jid)
             raise AssertionError("unreachable")
-        outcome = {
-            "discard": FailOutcome.DISCARDED,
-            "dead": FailOutcome.DEAD,
-            "retry": FailOutcome.SCHEDULED,
-        }[row["outcome"]]
-        next_at = row["run_at"] if outcome is FailOutcome.SCHEDULED else None
-        return FailResult(jid=jid, outcome=outcome, next_at=next_at)
+        return _fail_result(jid, row)
 
     async def extend(
         self,
@@ -291,33 +285,49 @@ class JobService:
     async def ack_by_worker(self, jid: str, wid: str) -> bool:
         """Complete the attempt worker ``wid`` holds on ``jid``. False (and nothing changed) when
         the job is not active under that worker: unknown, settled, expired, or re-reserved."""
-        return await faktory_queries.ack_job_by_worker(
-            self._pool, self._clock.now(), jid, wid, keep_completed=self._keep_completed
+        acked = await queries.ack_jobs(
+            self._pool,
+            self._clock.now(),
+            [jid],
+            [None],
+            keep_completed=self._keep_completed,
+            wids=[wid],
         )
+        return bool(acked)
 
     async def fail_by_worker(
         self, jid: str, wid: str, *, errtype: str, message: str, backtrace: Sequence[str]
     ) -> FailResult:
         """Fail the attempt worker ``wid`` holds on ``jid`` under the job's retry policy; raises
         JobNotFound when the job is not active under that worker (nothing is changed)."""
-        row = await faktory_queries.fail_job_by_worker(
+        row = await queries.fail_job(
             self._pool,
             self._clock.now(),
             jid,
-            wid,
+            None,
             errtype=errtype,
             message=message,
             backtrace=backtrace,
+            retry_in=None,
+            no_retry=False,
+            wid=wid,
         )
         if row is None:
             raise JobNotFound(f"no job {jid!r} is reserved by worker {wid!r}")
-        outcome = {
-            "discard": FailOutcome.DISCARDED,
-            "dead": FailOutcome.DEAD,
-            "retry": FailOutcome.SCHEDULED,
-        }[row["outcome"]]
-        next_at = row["run_at"] if outcome is FailOutcome.SCHEDULED else None
-        return FailResult(jid=jid, outcome=outcome, next_at=next_at)
+        return _fail_result(jid, row)
+
+
+_OUTCOMES = {
+    "discard": FailOutcome.DISCARDED,
+    "dead": FailOutcome.DEAD,
+    "retry": FailOutcome.SCHEDULED,
+}
+
+
+def _fail_result(jid: str, row: Row) -> FailResult:
+    outcome = _OUTCOMES[row["outcome"]]
+    next_at = row["run_at"] if outcome is FailOutcome.SCHEDULED else None
+    return FailResult(jid=jid, outcome=outcome, next_at=next_at)
 
 
 def _to_new_job(spec: JobSpec) -> NewJob:

@@ -1,22 +1,26 @@
--- Complete the jobs whose (jid, lease) pairs are current; anything else is left untouched.
--- Completed jobs are deleted unless $4 asks to keep them for inspection. Returns the acked jids.
+-- Complete the jobs whose attempt is held by the caller: a current lease ($3), or, for Faktory's
+-- protocol whose ACK names only the jid, the worker $6 holding it (lease NULL). Anything else
+-- (unknown, settled, expired, re-reserved by another worker) is left untouched. Completed jobs
+-- are deleted unless $4 asks to keep them for inspection. Returns the acked jids.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
 acks AS (
-    SELECT * FROM unnest($2::text[], $3::uuid[]) AS a(jid, lease)
+    SELECT * FROM unnest($2::text[], $3::uuid[], $6::text[]) AS a(jid, lease, wid)
 ),
 deleted AS (
     DELETE FROM werk_jobs j
     USING acks a
-    WHERE NOT $4::boolean AND j.jid = a.jid AND j.lease = a.lease AND j.state = 'active'
+    WHERE NOT $4::boolean AND j.jid = a.jid AND j.state = 'active'
+      AND (j.lease = a.lease OR (a.lease IS NULL AND j.wid = a.wid))
     RETURNING j.jid, j.queue
 ),
 kept AS (
     UPDATE werk_jobs j
     SET state = 'completed', lease = NULL, lease_expires_at = NULL, finished_at = clock.now
     FROM acks a, clock
-    WHERE $4::boolean AND j.jid = a.jid AND j.lease = a.lease AND j.state = 'active'
+    WHERE $4::boolean AND j.jid = a.jid AND j.state = 'active'
+      AND (j.lease = a.lease OR (a.lease IS NULL AND j.wid = a.wid))
     RETURNING j.jid, j.queue
 ),
 done AS (

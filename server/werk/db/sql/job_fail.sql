@@ -1,5 +1,6 @@
--- A worker reports that its attempt failed. The lease must be current (checked under the row
--- lock). The retry policy lives in werk_failure_outcome(); a retry_in ($7) overrides the backoff.
+-- A worker reports that its attempt failed. It must hold the attempt (checked under the row
+-- lock): by its current lease ($3), or, for Faktory's protocol whose FAIL names only the jid, as
+-- the worker $10 the job is reserved to (lease NULL). The retry policy lives in werk_failure_outcome(); a retry_in ($7) overrides the backoff.
 -- A failure counts as processed and as failed (Faktory's counters).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
@@ -8,7 +9,8 @@ target AS (
     SELECT j.jid, j.queue, j.retry_count,
            werk_failure_outcome(j.retry, j.retry_count + 1, $8::boolean, j.orphans, 0) AS outcome
     FROM werk_jobs j
-    WHERE j.jid = $2 AND j.lease = $3::uuid AND j.state = 'active'
+    WHERE j.jid = $2 AND j.state = 'active'
+      AND (j.lease = $3::uuid OR ($3::uuid IS NULL AND j.wid = $10::text))
     FOR UPDATE
 ),
 discarded AS (
