@@ -11,13 +11,13 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.support.database import EmbeddedPostgres, TestDatabases
+from tests.support.server import ServerProcess
 from werk.app import create_app
 from werk.config import Settings
 from werk.domain.clock import ManualClock
 from werk.services.container import Services
-
-from tests.support.database import EmbeddedPostgres, TestDatabases
-from tests.support.server import ServerProcess
 
 # Read once, before the autouse fixture below hides every WERK_* variable from the tests.
 _EXTERNAL_URL = os.environ.get("WERK_TEST_DATABASE_URL")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.support.helpers import sql
 from werk.config import Settings
 from werk.db.pool import create_pool
 from werk.services.maintenance import Maintenance
 from werk.services.wakeup import WakeHub
-
-from tests.support.helpers import sql
 
 
 async def push_batch(api, n, **fields):

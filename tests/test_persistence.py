@@ -8,12 +8,12 @@ import sys
 
 import httpx
 import pytest
-from werk.app import prepare_database
-from werk.db.migrate import available_migrations
-from werk.errors import SchemaTooNew
 
 from tests.support.helpers import sql
 from tests.support.server import ServerProcess, clean_env
+from werk.app import prepare_database
+from werk.db.migrate import available_migrations
+from werk.errors import SchemaTooNew
 
 
 def test_restart_keeps_every_job(werk_server_factory):

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+
 from werk.app import prepare_database
 
 
@@ -86,6 +87,12 @@ class RestartablePostgres(EmbeddedPostgres):
     def resume(self) -> None:
         socket_dir = self.server.get_postmaster_info().socket_dir
         self._pg_ctl(
-            "-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(self.dir / "pgdata" / "log"),
+            "-w",
+            "-o",
+            '-h ""',
+            "-o",
+            f"-k {socket_dir}",
+            "-l",
+            str(self.dir / "pgdata" / "log"),
             "start",
         )
