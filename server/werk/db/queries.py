@@ -69,18 +69,18 @@ async def ack_jobs(
     *,
     keep_completed: bool,
     wids: Sequence[str | None] | None = None,
-) -> list[str]:
-    """Each job is named with its lease, or (lease None) with the worker holding it."""
+) -> list[bool]:
+    """Each job is named with its lease, or (lease None) with the worker holding it. Returns,
+    per item, whether it completed the job."""
+    wids = list(wids) if wids is not None else [None] * len(jids)
     rows = await db.fetch(
-        sql("job_ack"),
-        now,
-        list(jids),
-        list(leases),
-        keep_completed,
-        _shard(),
-        list(wids) if wids is not None else [None] * len(jids),
+        sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard(), wids
     )
-    return [r["jid"] for r in rows]
+    done = {(r["jid"], str(r["lease"]) if r["lease"] else None, r["wid"]) for r in rows}
+    return [
+        (jid, lease, None if lease else wid) in done
+        for jid, lease, wid in zip(jids, leases, wids, strict=True)
+    ]
 
 
 async def fail_job(

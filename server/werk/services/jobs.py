@@ -184,27 +184,25 @@ class JobService:
         await self._raise_not_current(jid)
 
     async def _ack_together(self, acks: Sequence[tuple[str, str]]) -> list[bool]:
-        acked = set(
-            await queries.ack_jobs(
-                self._pool,
-                self._clock.now(),
-                [jid for jid, _ in acks],
-                [lease for _, lease in acks],
-                keep_completed=self._keep_completed,
-            )
+        return await queries.ack_jobs(
+            self._pool,
+            self._clock.now(),
+            [jid for jid, _ in acks],
+            [lease for _, lease in acks],
+            keep_completed=self._keep_completed,
         )
-        return [jid in acked for jid, _ in acks]
 
     async def ack_many(self, acks: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
         """Returns (acked jids, jids whose lease was not current)."""
         valid = [(jid, lid) for jid, lease in acks if (lid := _lease_uuid(lease)) is not None]
-        acked = await queries.ack_jobs(
+        results = await queries.ack_jobs(
             self._pool,
             self._clock.now(),
             [jid for jid, _ in valid],
             [lid for _, lid in valid],
             keep_completed=self._keep_completed,
         )
+        acked = [jid for (jid, _), ok in zip(valid, results, strict=True) if ok]
         done = set(acked)
         return acked, [jid for jid, _ in acks if jid not in done]
 
@@ -293,7 +291,7 @@ class JobService:
             keep_completed=self._keep_completed,
             wids=[wid],
         )
-        return bool(acked)
+        return acked == [True]
 
     async def fail_by_worker(
         self, jid: str, wid: str, *, errtype: str, message: str, backtrace: Sequence[str]

@@ -1,7 +1,8 @@
 -- Complete the jobs whose attempt is held by the caller: a current lease ($3), or, for Faktory's
 -- protocol whose ACK names only the jid, the worker $6 holding it (lease NULL). Anything else
 -- (unknown, settled, expired, re-reserved by another worker) is left untouched. Completed jobs
--- are deleted unless $4 asks to keep them for inspection. Returns the acked jids.
+-- are deleted unless $4 asks to keep them for inspection. Returns the ack items that took effect
+-- (so a stale lease sent beside the current one for the same job is not reported as acked).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -13,7 +14,7 @@ deleted AS (
     USING acks a
     WHERE NOT $4::boolean AND j.jid = a.jid AND j.state = 'active'
       AND (j.lease = a.lease OR (a.lease IS NULL AND j.wid = a.wid))
-    RETURNING j.jid, j.queue
+    RETURNING a.jid, a.lease, a.wid, j.queue
 ),
 kept AS (
     UPDATE werk_jobs j
@@ -21,7 +22,7 @@ kept AS (
     FROM acks a, clock
     WHERE $4::boolean AND j.jid = a.jid AND j.state = 'active'
       AND (j.lease = a.lease OR (a.lease IS NULL AND j.wid = a.wid))
-    RETURNING j.jid, j.queue
+    RETURNING a.jid, a.lease, a.wid, j.queue
 ),
 done AS (
     SELECT * FROM deleted UNION ALL SELECT * FROM kept
@@ -33,4 +34,4 @@ counted AS (
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET processed = k.processed + excluded.processed
 )
-SELECT jid FROM done
+SELECT jid, lease, wid FROM done
