@@ -81,10 +81,6 @@ class WakeHub:
     def closed(self) -> bool:
         return self._closed.is_set()
 
-    @property
-    def waiting(self) -> int:
-        return len({w for ws in self._waiters.values() for w in ws})
-
     # -- waking ----------------------------------------------------------------------------
 
     def wake(self, queue: str, count: int) -> None:
