@@ -45,6 +45,7 @@ class Context:
     churn_workers: int
     pool_max: int = 10
     sample_waits: bool = True
+    churn_settle: float = 15.0
     fetch_url: str | None = None
     quiet_wait: float = 0.0
     quiet_threshold: float = 25.0
@@ -574,7 +575,7 @@ async def churn(ctx: Context, queue: str = QUEUE) -> dict[str, Any]:
             _close(workers)
         await watcher
         sizes["end"] = await db.sizes()
-        await asyncio.sleep(15)
+        await asyncio.sleep(ctx.churn_settle)
         sizes["settled"] = await db.sizes()
     f, e, s = sizes["first"], sizes["end"], sizes["settled"]
     r["sizes"] = sizes
