@@ -122,3 +122,21 @@ async def _noop(_payload):
 
 async def _none(_queues):
     return []
+
+
+async def test_one_node_at_a_time_vacuums_the_job_table(database_url):
+    import asyncpg
+
+    from werk.db.queries import VACUUM_LOCK_KEY, vacuum_jobs
+
+    pool = await create_pool(database_url, min_size=1, max_size=2)
+    other = await asyncpg.connect(database_url)
+    try:
+        assert await vacuum_jobs(pool) is True
+        await other.execute("SELECT pg_advisory_lock($1)", VACUUM_LOCK_KEY)
+        assert await vacuum_jobs(pool) is False  # another node holds it
+        await other.execute("SELECT pg_advisory_unlock($1)", VACUUM_LOCK_KEY)
+        assert await vacuum_jobs(pool) is True
+    finally:
+        await other.close()
+        await pool.close()

@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     max_orphans: int = Field(
         3, ge=0, description="Orphanings before a job is dead (0 = unlimited)."
     )
+    vacuum_interval: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds between VACUUMs of the job table by one node (0 = leave it to "
+        "autovacuum).",
+    )
     maintenance_interval: float = Field(
         1.0, gt=0, description="Seconds between maintenance passes."
     )

@@ -205,3 +205,19 @@ async def prune_finished(
 
 async def prune_gone_workers(db: Executor, now: datetime | None, *, older_than: float) -> None:
     await db.execute(sql("worker_prune"), now, older_than)
+
+
+# "werk" + 1: the lock that keeps two nodes from vacuuming the job table at once.
+VACUUM_LOCK_KEY = 0x7765726C
+
+
+async def vacuum_jobs(pool: asyncpg.Pool) -> bool:
+    """Vacuum the job table unless another node is at it; returns whether this one did."""
+    async with pool.acquire() as conn:
+        if not await conn.fetchval(sql("jobs_vacuum_lock"), VACUUM_LOCK_KEY):
+            return False
+        try:
+            await conn.execute(sql("jobs_vacuum"))
+        finally:
+            await conn.execute(sql("jobs_vacuum_unlock"), VACUUM_LOCK_KEY)
+        return True

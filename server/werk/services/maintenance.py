@@ -1,4 +1,5 @@
-"""Background upkeep every node runs: release orphaned leases, promote due jobs, prune.
+"""Background upkeep every node runs: release orphaned leases, promote due jobs, prune, and
+keep the job table from bloating.
 
 Each pass is a bounded, set-based statement with SKIP LOCKED, so any number of nodes can run it at
 once without handling a job twice; no leader election is needed.
@@ -102,6 +103,8 @@ class Maintenance:
 
     async def _run(self) -> None:
         passes = 0
+        loop = asyncio.get_running_loop()
+        vacuumed = loop.time()
         while True:
             try:
                 await self.release_orphans()
@@ -109,6 +112,10 @@ class Maintenance:
                 if passes % PRUNE_EVERY == 0:
                     await self.prune()
                 passes += 1
+                interval = self._settings.vacuum_interval
+                if interval > 0 and loop.time() - vacuumed >= interval:
+                    vacuumed = loop.time()
+                    await queries.vacuum_jobs(self._pool)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
