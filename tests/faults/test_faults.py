@@ -158,7 +158,10 @@ async def test_poison_pill_goes_dead_and_the_queue_flows(
     ledger = tmp_path / "ledger"
     # One job per worker process: a pill that kills its process takes nothing else with it.
     fleet = Fleet([server.url], ledger, concurrency=1)
-    batch = [{"jid": "poison-pill-1", "jobtype": "poison"}, *jobs("ok", 100, args=[0.01])]
+    batch = [
+        {"jid": "poison-pill-1", "jobtype": "poison", "reserve_for": 60},
+        *jobs("ok", 100, args=[0.01]),
+    ]
     try:
         for _ in range(3):
             fleet.spawn()

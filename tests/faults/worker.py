@@ -93,6 +93,9 @@ def main() -> None:
                 pass
             stop.wait(args.beat_interval)
 
+    # Register before the first fetch: the server tracks (and reaps) only workers that have beaten,
+    # so a worker killed before its first beat would leave its jobs to wait out reserve_for.
+    api.post("/v1/beat", {"wid": args.wid, "pid": os.getpid()})
     threading.Thread(target=beat, daemon=True).start()
     pool = ThreadPoolExecutor(args.concurrency)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
