@@ -301,8 +301,7 @@ class Db:
                     "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql_text,
                     None,
                     [queue],
-                    "bench-explain",
-                    100,
+                    ["bench-explain"] * 100,
                 )
             finally:
                 await tr.rollback()

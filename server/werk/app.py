@@ -21,6 +21,7 @@ from werk.api import (
     work_routes,
 )
 from werk.api.auth import authorize
+from werk.api.direct import DirectRoutes
 from werk.api.limits import BodyLimit
 from werk.config import Settings
 from werk.db import queries
@@ -113,6 +114,9 @@ def create_app(
         summary="Language-agnostic background jobs over HTTP, stored in PostgreSQL.",
         lifespan=lifespan,
         openapi_url="/openapi.json",
+        # Werk exports its own Prometheus metrics; FastAPI's OpenTelemetry hook would look up
+        # the providers (environment reads) on every request for nothing.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     problems.install(app, CONNECTION_ERRORS)
@@ -130,6 +134,8 @@ def create_app(
     auth.document_public(app, ("/livez", "/readyz"))
     app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
+    # The job traffic skips FastAPI's per-request machinery (see werk.api.direct).
+    app.add_middleware(DirectRoutes, routes=[*jobs_routes.DIRECT, *work_routes.DIRECT])
     web.install(app, settings)  # the dashboard at /: login sessions, admin scope
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics_routes.TimeRequests, durations=durations)

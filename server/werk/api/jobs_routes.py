@@ -7,6 +7,7 @@ from starlette.responses import Response
 
 from werk.api import schemas
 from werk.api.deps import ServicesDep, SettingsDep
+from werk.api.direct import DirectRoute
 from werk.api.views import JSON, job_view
 from werk.errors import InvalidRequest
 from werk.services.jobs import JobSpec
@@ -73,3 +74,10 @@ async def push_batch(
 async def get(services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """Read a job in any state (completed jobs are deleted at ack unless retention is set)."""
     return JSON(job_view(await services.jobs.get(jid)))
+
+
+# Served by werk.api.direct on the plain path (same functions, same answers).
+DIRECT = [
+    DirectRoute("POST", "/v1/jobs", push, "push"),
+    DirectRoute("POST", "/v1/jobs/batch", push_batch, "push"),
+]

@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from werk.api import schemas
 from werk.api.deps import ServicesDep, SettingsDep
+from werk.api.direct import DirectRoute
 from werk.api.views import JSON, job_view
 from werk.errors import InvalidRequest
 
@@ -96,3 +97,14 @@ async def beat(body: schemas.Beat, services: ServicesDep) -> Response:
         current_state=body.current_state,
     )
     return JSON({"state": state.value})
+
+
+# Served by werk.api.direct on the plain path (same functions, same answers).
+DIRECT = [
+    DirectRoute("POST", "/v1/fetch", fetch, "work"),
+    DirectRoute("POST", "/v1/jobs/{jid}/ack", ack, "work"),
+    DirectRoute("POST", "/v1/ack", ack_batch, "work"),
+    DirectRoute("POST", "/v1/jobs/{jid}/fail", fail, "work"),
+    DirectRoute("POST", "/v1/jobs/{jid}/extend", extend, "work"),
+    DirectRoute("POST", "/v1/beat", beat, "work"),
+]

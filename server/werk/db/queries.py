@@ -56,9 +56,11 @@ async def push_jobs(db: Executor, now: datetime | None, jobs: Sequence[NewJob]) 
 
 
 async def fetch_jobs(
-    db: Executor, now: datetime | None, queues: Sequence[str], wid: str, count: int
+    db: Executor, now: datetime | None, queues: Sequence[str], slots: Sequence[str]
 ) -> list[Any]:
-    return await db.fetch(sql("job_fetch"), now, list(queues), wid, count)
+    """Claim up to ``len(slots)`` jobs, the n-th for worker ``slots[n]``; each row carries its
+    1-based ``slot``."""
+    return await db.fetch(sql("job_fetch"), now, list(queues), list(slots))
 
 
 async def ack_jobs(

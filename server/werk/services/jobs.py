@@ -41,6 +41,17 @@ class JobSpec:
     at: datetime | None = None
 
 
+# Jobs one claim statement takes at most, however many fetches it serves.
+CLAIM_MAX = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    queues: tuple[str, ...]
+    wid: str
+    count: int
+
+
 @dataclass(frozen=True, slots=True)
 class PushResult:
     job: Row
@@ -78,6 +89,7 @@ class JobService:
             self._store_singles, max_items=1000
         )
         self._acks: Coalescer[tuple[str, str], bool] = Coalescer(self._ack_together, max_items=1000)
+        self._claims: Coalescer[_Claim, list[Row]] = Coalescer(self._claim_together, max_items=1000)
 
     # -- producers -------------------------------------------------------------------------
 
@@ -158,7 +170,7 @@ class JobService:
             # wakes us.
             waiter = self._hub.register(queues) if wait > 0 else None
             try:
-                rows = await queries.fetch_jobs(self._pool, self._clock.now(), queues, wid, count)
+                rows = await self._claims.submit(_Claim(tuple(queues), wid, count))
                 if rows:
                     if len(rows) == count:  # there may be more: let another waiter look
                         for q in {r["queue"] for r in rows}:
@@ -175,6 +187,44 @@ class JobService:
             finally:
                 if waiter is not None:
                     self._hub.unregister(waiter)
+
+    async def _claim_together(self, claims: Sequence[_Claim]) -> list[list[Row] | Exception]:
+        """Concurrent fetches over the same queues are served by one claim statement (of at
+        most CLAIM_MAX jobs); fetches over different queues run side by side."""
+        statements: list[list[int]] = []
+        by_queues: dict[tuple[str, ...], list[int]] = {}
+        for i, c in enumerate(claims):
+            by_queues.setdefault(c.queues, []).append(i)
+        for members in by_queues.values():
+            chunk: list[int] = []
+            for i in members:
+                if chunk and sum(claims[k].count for k in chunk) + claims[i].count > CLAIM_MAX:
+                    statements.append(chunk)
+                    chunk = []
+                chunk.append(i)
+            statements.append(chunk)
+        results: list[list[Row] | Exception] = [[] for _ in claims]
+
+        async def run(members: list[int]) -> None:
+            owners = [i for i in members for _ in range(claims[i].count)]
+            try:
+                rows = await queries.fetch_jobs(
+                    self._pool,
+                    self._clock.now(),
+                    claims[members[0]].queues,
+                    [claims[i].wid for i in owners],
+                )
+            except Exception as exc:
+                for i in members:
+                    results[i] = exc
+                return
+            for row in rows:
+                taken = results[owners[row["slot"] - 1]]
+                assert isinstance(taken, list)
+                taken.append(row)
+
+        await asyncio.gather(*(run(members) for members in statements))
+        return results
 
     async def ack(self, jid: str, lease: str) -> None:
         """Concurrent single acks share one statement and one commit."""

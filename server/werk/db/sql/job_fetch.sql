@@ -1,7 +1,9 @@
--- Claim up to $4 available jobs for worker $3 from the queues in $2, tried strictly in the given
--- order (the outer LIMIT stops the lateral scan at the first queues that fill the request), highest
--- priority then oldest first, skipping paused queues and rows other fetchers hold. Each claimed
--- job gets a fresh lease token.
+-- Claim available jobs for one or more fetch requests at once (concurrent fetches over the same
+-- queues share this statement and its commit). $3 holds one worker id per wanted job, request
+-- after request; the claimed jobs fill those slots in claim order, and each row says its slot.
+-- Queues in $2 are tried strictly in the given order (the outer LIMIT stops the lateral scan at
+-- the first queues that fill the request), highest priority then oldest first, skipping paused
+-- queues and rows other fetchers hold. Each claimed job gets a fresh lease token.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -10,7 +12,7 @@ wanted AS (
     FROM unnest($2::text[]) WITH ORDINALITY AS q(name, ord)
     WHERE NOT EXISTS (SELECT 1 FROM werk_queues p WHERE p.name = q.name AND p.paused)
 ),
-claimed AS (
+picked AS (
     SELECT c.jid
     FROM wanted w
     CROSS JOIN LATERAL (
@@ -18,17 +20,20 @@ claimed AS (
         FROM werk_jobs j
         WHERE j.state = 'available' AND j.queue = w.name
         ORDER BY j.priority DESC, j.seq
-        LIMIT $4
+        LIMIT cardinality($3::text[])
         FOR UPDATE SKIP LOCKED
     ) c
-    LIMIT $4
+    LIMIT cardinality($3::text[])
+),
+claimed AS (
+    SELECT p.jid, row_number() OVER () AS slot FROM picked p
 )
 UPDATE werk_jobs j
 SET state = 'active',
     attempt = j.attempt + 1,
     lease = gen_random_uuid(),
     lease_expires_at = clock.now + make_interval(secs => j.reserve_for),
-    wid = $3
+    wid = ($3::text[])[claimed.slot]
 FROM claimed, clock
 WHERE j.jid = claimed.jid
-RETURNING j.*
+RETURNING claimed.slot, j.*
