@@ -13,10 +13,10 @@ wanted AS (
     WHERE NOT EXISTS (SELECT 1 FROM werk_queues p WHERE p.name = q.name AND p.paused)
 ),
 picked AS (
-    SELECT c.jid
+    SELECT c.ctid
     FROM wanted w
     CROSS JOIN LATERAL (
-        SELECT j.jid
+        SELECT j.ctid
         FROM werk_jobs j
         WHERE j.state = 'available' AND j.queue = w.name
         ORDER BY j.priority DESC, j.seq
@@ -26,7 +26,7 @@ picked AS (
     LIMIT cardinality($3::text[])
 ),
 claimed AS (
-    SELECT p.jid, row_number() OVER () AS slot FROM picked p
+    SELECT p.ctid, row_number() OVER () AS slot FROM picked p
 )
 UPDATE werk_jobs j
 SET state = 'active',
@@ -35,5 +35,5 @@ SET state = 'active',
     lease_expires_at = clock.now + make_interval(secs => j.reserve_for),
     wid = ($3::text[])[claimed.slot]
 FROM claimed, clock
-WHERE j.jid = claimed.jid
+WHERE j.ctid = claimed.ctid
 RETURNING claimed.slot, j.*
