@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -25,11 +26,24 @@ INT64 = 2**63
 def _check_text(text: str) -> str:
     if "\x00" in text:
         raise ValueError("text must not contain NUL (\\u0000) characters")
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise ValueError("text must be valid Unicode (no lone surrogates)") from None
     return text
+
+
+def _check_scalar(item: Any) -> None:
+    if isinstance(item, str):
+        _check_text(item)
+    elif isinstance(item, bool) or item is None:
+        return
+    elif isinstance(item, int):
+        if not -INT64 <= item < INT64:
+            raise ValueError("integers must fit in 64 bits")
+    elif isinstance(item, float) and not math.isfinite(item):
+        raise ValueError("numbers must be finite (no NaN or Infinity)")
 
 
 def _check_json(value: Any) -> Any:
@@ -37,25 +51,24 @@ def _check_json(value: Any) -> Any:
     integers beyond 64 bits, and nesting deeper than MAX_JSON_DEPTH."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
-        item, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
+        container, depth = stack.pop()
+        if depth >= MAX_JSON_DEPTH and container:  # its items would sit deeper
             raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
-        if isinstance(item, str):
-            _check_text(item)
-        elif isinstance(item, bool) or item is None:
+        items: Iterable[Any]
+        if isinstance(container, dict):
+            for key in container:
+                _check_text(key)
+            items = container.values()
+        elif isinstance(container, list):
+            items = container
+        else:
+            _check_scalar(container)
             continue
-        elif isinstance(item, int):
-            if not -INT64 <= item < INT64:
-                raise ValueError("integers must fit in 64 bits")
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise ValueError("numbers must be finite (no NaN or Infinity)")
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, dict):
-            for k, v in item.items():
-                _check_text(k)
-                stack.append((v, depth + 1))
+        for item in items:
+            if isinstance(item, (list, dict)):
+                stack.append((item, depth + 1))
+            else:
+                _check_scalar(item)
     return value
 
 

@@ -1,5 +1,5 @@
--- Push a batch (one job is a batch of one). Existing jids are left alone and returned as stored,
--- which makes a retried push idempotent. $1 now (NULL = database clock), $2.. per-job arrays,
+-- Push a batch (one job is a batch of one). Existing jids are left alone (a retried push is
+-- idempotent); only the jobs inserted are returned, the caller reads the others (job_get_many). $1 now (NULL = database clock), $2.. per-job arrays,
 -- $12 counter shard.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
@@ -32,6 +32,4 @@ counted AS (
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET pushed = k.pushed + excluded.pushed
 )
-SELECT true AS created, inserted.* FROM inserted
-UNION ALL
-SELECT false AS created, j.* FROM werk_jobs j JOIN input i ON i.jid = j.jid
+SELECT * FROM inserted

@@ -1,0 +1,1 @@
+SELECT * FROM werk_jobs WHERE jid = ANY($1::text[])
