@@ -20,7 +20,7 @@ from werk.domain.clock import Clock
 from werk.domain.job import FailOutcome
 from werk.errors import InvalidRequest, JobNotFound, LeaseLost
 from werk.services.coalesce import Coalescer
-from werk.services.wakeup import WakeHub, counts_by_queue
+from werk.services.wakeup import Waiter, WakeHub, counts_by_queue
 
 Row = Mapping[str, Any]
 
@@ -142,8 +142,21 @@ class JobService:
         return results
 
     async def _store(self, jobs: Sequence[NewJob]) -> list[PushResult]:
-        inserted = await queries.push_jobs(self._pool, self._clock.now(), jobs)
-        by_jid = {r["jid"]: PushResult(job=r, created=True) for r in inserted}
+        waiters = self._take_waiters(jobs)
+        handed: dict[Waiter, list[Row]] = {w: [] for w in waiters if w is not None}
+        try:
+            inserted = await queries.push_jobs(
+                self._pool, self._clock.now(), jobs, [w.wid if w else None for w in waiters]
+            )
+            by_jid = {r["jid"]: PushResult(job=r, created=True) for r in inserted}
+            for job, waiter in zip(jobs, waiters, strict=True):
+                row = by_jid[job.jid].job if waiter and job.jid in by_jid else None
+                if waiter and row and row["state"] == "active" and row["wid"] == waiter.wid:
+                    handed[waiter].append(row)
+        finally:  # answer every taken fetch, with its jobs or with none (it looks again)
+            for waiter, rows in handed.items():
+                if waiter.handoff is not None and not waiter.handoff.done():
+                    waiter.handoff.set_result(rows)
         if len(by_jid) < len(jobs):  # jids that existed: answer with the stored jobs
             missing = [j.jid for j in jobs if j.jid not in by_jid]
             for row in await queries.get_jobs(self._pool, missing):
@@ -156,6 +169,29 @@ class JobService:
         )
         return results
 
+    def _take_waiters(self, jobs: Sequence[NewJob]) -> list[Waiter | None]:
+        """Per job, the long-polling fetch on this node it will be stored reserved for (each
+        takes up to its count), so that fetch is answered by the push's own commit."""
+        waiters: list[Waiter | None] = []
+        current: dict[str, Waiter] = {}
+        room: dict[str, int] = {}
+        none_left: set[str] = set()
+        for job in jobs:
+            waiter = None
+            queue = job.queue
+            if job.at is None and queue not in none_left:
+                if room.get(queue, 0) == 0:
+                    taken = self._hub.take(queue)
+                    if taken is None:
+                        none_left.add(queue)
+                    else:
+                        current[queue], room[queue] = taken, taken.count
+                if queue not in none_left:
+                    waiter = current[queue]
+                    room[queue] -= 1
+            waiters.append(waiter)
+        return waiters
+
     # -- workers ---------------------------------------------------------------------------
 
     async def fetch(self, queues: Sequence[str], wid: str, count: int, wait: float) -> list[Row]:
@@ -165,7 +201,7 @@ class JobService:
         while True:
             # Register before claiming, so a push landing between the claim and the wait still
             # wakes us.
-            waiter = self._hub.register(queues) if wait > 0 else None
+            waiter = self._hub.register(queues, wid, count) if wait > 0 else None
             try:
                 rows = await self._claims.submit(_Claim(tuple(queues), wid, count))
                 if rows:
@@ -179,6 +215,10 @@ class JobService:
                 if waiter is None or remaining <= 0 or self._hub.closed:
                     return []
                 await self._hub.wait(waiter, remaining)
+                if waiter.handoff is not None:  # a push stored jobs reserved for us
+                    handed = await asyncio.shield(waiter.handoff)
+                    if handed:
+                        return handed
                 if self._hub.closed:
                     return []
             finally:

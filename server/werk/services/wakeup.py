@@ -1,7 +1,9 @@
 """Wakes long-polling fetches when jobs arrive, without a database connection per waiting request.
 
 Three paths, from fastest to safest:
-1. a push handled by this process wakes local waiters in memory;
+1. a push handled by this process wakes local waiters in memory; a due job pushed while a fetch
+   waits on its queue is even stored reserved for that fetch (``take``), which the push's commit
+   then answers without a claim of its own;
 2. other processes hear about it through ONE listening connection per process (NOTIFY, coalesced
    while a previous NOTIFY is in flight);
 3. a periodic re-check (one query per interval for all waiters) so a lost notification costs
@@ -18,16 +20,24 @@ import logging
 import secrets
 from collections import OrderedDict, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 
 class Waiter:
-    __slots__ = ("event", "queues")
+    """A long-polling fetch: worker ``wid`` wants up to ``count`` jobs from ``queues``."""
 
-    def __init__(self, queues: Sequence[str]) -> None:
+    __slots__ = ("count", "event", "handoff", "queues", "waiting", "wid")
+
+    def __init__(self, queues: Sequence[str], wid: str, count: int) -> None:
         self.queues = tuple(queues)
+        self.wid = wid
+        self.count = count
         self.event = asyncio.Event()
+        self.waiting = False  # in wait(), not claiming
+        # Set when a push takes this waiter: resolved with the jobs stored reserved for it.
+        self.handoff: asyncio.Future[list[Any]] | None = None
 
 
 class WakeHub:
@@ -51,8 +61,8 @@ class WakeHub:
 
     # -- waiting ---------------------------------------------------------------------------
 
-    def register(self, queues: Sequence[str]) -> Waiter:
-        waiter = Waiter(queues)
+    def register(self, queues: Sequence[str], wid: str = "", count: int = 1) -> Waiter:
+        waiter = Waiter(queues, wid, count)
         for q in waiter.queues:
             self._waiters[q][waiter] = None
         return waiter
@@ -66,16 +76,33 @@ class WakeHub:
                     del self._waiters[q]
 
     async def wait(self, waiter: Waiter, seconds: float) -> None:
-        """Returns when woken, when ``seconds`` pass, or when the hub closes."""
+        """Returns when woken, when ``seconds`` pass, or when the hub closes. Afterwards the
+        caller must look at ``waiter.handoff``: a push may have taken the waiter meanwhile."""
         if self._closed.is_set():
             return
         closed = asyncio.ensure_future(self._closed.wait())
         woken = asyncio.ensure_future(waiter.event.wait())
+        waiter.waiting = True
         try:
             await asyncio.wait({closed, woken}, timeout=seconds, return_when="FIRST_COMPLETED")
         finally:
+            waiter.waiting = False
             closed.cancel()
             woken.cancel()
+
+    def take(self, queue: str) -> Waiter | None:
+        """The oldest fetch waiting on ``queue``, taken out of the hub so a push can store jobs
+        already reserved for it. The taker must resolve ``handoff`` (with those jobs, or with []
+        to send the fetch looking again), and wakes it by doing so."""
+        waiting = self._waiters.get(queue)
+        if not waiting or self._closed.is_set():
+            return None
+        waiter = next((w for w in waiting if w.waiting), None)
+        if waiter is not None:
+            self.unregister(waiter)
+            waiter.handoff = asyncio.get_running_loop().create_future()
+            waiter.handoff.add_done_callback(lambda _: waiter.event.set())
+        return waiter
 
     @property
     def closed(self) -> bool:

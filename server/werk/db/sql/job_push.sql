@@ -1,25 +1,39 @@
 -- Push a batch (one job is a batch of one). Existing jids are left alone (a retried push is
--- idempotent); only the jobs inserted are returned, the caller reads the others (job_get_many). $1 now (NULL = database clock), $2.. per-job arrays,
--- $12 counter shard.
+-- idempotent); only the jobs inserted are returned, the caller reads the others (job_get_many).
+-- $1 now (NULL = database clock), $2..$11 per-job arrays, $12 counter shard, $13 per job the
+-- worker id of a fetch waiting for it on this node (NULL: none): such a job, if it is due and
+-- its queue is not paused, is stored already reserved by that worker (attempt 1, fresh lease),
+-- so the waiting fetch is answered by this commit without a claim of its own.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
 input AS (
-    SELECT *
+    SELECT t.*,
+           t.at IS NULL OR t.at <= c.now AS due,
+           t.wid IS NOT NULL AND (t.at IS NULL OR t.at <= c.now)
+             AND NOT EXISTS (SELECT 1 FROM werk_queues p WHERE p.name = t.queue AND p.paused)
+             AS handed
     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[],
-                $9::int[], $10::text[], $11::timestamptz[])
+                $9::int[], $10::text[], $11::timestamptz[], $13::text[])
          WITH ORDINALITY AS t(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace,
-                              custom, at, ord)
+                              custom, at, wid, ord)
+    CROSS JOIN clock c
 ),
 inserted AS (
     INSERT INTO werk_jobs (jid, jobtype, queue, args, priority, reserve_for, retry, backtrace,
-                           custom, at, state, run_at, created_at, enqueued_at)
+                           custom, at, state, run_at, created_at, enqueued_at, attempt, lease,
+                           lease_expires_at, wid)
     SELECT i.jid, i.jobtype, i.queue, i.args::jsonb, i.priority, i.reserve_for, i.retry,
            i.backtrace, i.custom::jsonb, i.at,
-           CASE WHEN i.at IS NULL OR i.at <= c.now THEN 'available' ELSE 'scheduled' END::werk_job_state,
+           CASE WHEN i.handed THEN 'active' WHEN i.due THEN 'available' ELSE 'scheduled'
+           END::werk_job_state,
            greatest(coalesce(i.at, c.now), c.now),
            c.now,
-           CASE WHEN i.at IS NULL OR i.at <= c.now THEN c.now END
+           CASE WHEN i.due THEN c.now END,
+           CASE WHEN i.handed THEN 1 ELSE 0 END,
+           CASE WHEN i.handed THEN gen_random_uuid() END,
+           CASE WHEN i.handed THEN c.now + make_interval(secs => i.reserve_for) END,
+           CASE WHEN i.handed THEN i.wid END
     FROM input i CROSS JOIN clock c
     ORDER BY i.ord
     ON CONFLICT (jid) DO NOTHING
