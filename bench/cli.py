@@ -14,12 +14,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import report, scenarios
+from bench import floor, report, scenarios
 from bench.scenarios import Context
 from bench.target import REPO, Db, Target, resolve_database, start_server
 
-ORDER = ["livez", "push-single", "push-batch", "work", "latency", "idle", "backlog", "churn"]
-NEEDS_DB = {"backlog", "churn", "explain"}
+ORDER = [
+    "livez", "push-single", "push-batch", "work", "latency", "idle", "floor", "backlog", "churn",
+]  # fmt: skip
+NEEDS_DB = {"backlog", "churn", "explain", "floor"}
 
 TARGETS = {
     # name -> (metric, comparison, bar)
@@ -224,6 +226,31 @@ class Runner:
             f"db connections max={conns} (bound {bound}) active max={active}  "
             f"errors={[r['errors'] for r in runs]}  target rss<=150MB cpu<=5% "
             f"{'MET' if met else 'MISSED'}",
+        )
+
+    async def floor(self) -> None:
+        """The server's SQL alone (no HTTP): the most the matching scenario could reach."""
+        c = self.ctx
+        await self.rate(
+            "floor", "sql push batch=1000", {"connections": 2}, lambda: floor.push_batches(c)
+        )
+        await self.rate(
+            "floor", "sql claim+ack 100", {"connections": 2}, lambda: floor.claim_and_ack(c)
+        )
+        trips = [await floor.idle_round_trips(c) for _ in range(c.repeat)]
+        parts = "  ".join(
+            f"{name} p50 {statistics.median(t[name]['p50_ms'] for t in trips):.2f} ms"
+            for name in ("select_1", "push_one_job_sql", "http_livez")
+        )
+        self.record(
+            {
+                "scenario": "floor",
+                "variant": "idle round trips",
+                "name": "floor idle",
+                "runs": trips,
+            },
+            f"{'floor':<12} {'idle round trips':<24} one every "
+            f"{c.latency_interval * 1e3:.0f} ms: {parts}",
         )
 
     async def explain(self) -> dict[str, Any]:

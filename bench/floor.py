@@ -1,0 +1,134 @@
+"""The `floor` scenario: what the server's own SQL costs with no HTTP and no server in between.
+
+The statements are the server's (server/werk/db/sql/*.sql), sent by asyncpg from this process on
+two connections (one per core), against the server's database while the server idles. If these
+rates sit below a target, no HTTP front end can reach it with this schema on this machine: the
+gap between a floor rate and the matching HTTP scenario is what the server costs.
+
+It also measures the idle round trips the latency scenario is made of, at that scenario's pace
+(one every ``latency_interval``): ``SELECT 1``, a one-job push (insert + commit), and
+``GET /livez`` through HTTP. On a virtual machine whose cores sleep between requests each hop
+costs several times what it costs back to back, and a push is at least one HTTP hop plus one
+commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+
+from bench.httpclient import Connection
+from bench.scenarios import Context, _timed, pct
+from bench.target import REPO
+
+SQL = REPO / "server" / "werk" / "db" / "sql"
+QUEUE = "bench-floor"
+CONNECTIONS = 2
+
+
+def _sql(name: str) -> str:
+    return (SQL / f"{name}.sql").read_text()
+
+
+def _push_args(n: int) -> list[Any]:
+    jids = [secrets.token_hex(12) for _ in range(n)]
+    return [None, jids, ["noop"] * n, [QUEUE] * n, ["[]"] * n, [0] * n, [1800] * n, [25] * n,
+            [0] * n, ["{}"] * n, [None] * n, 0, [None] * n]  # fmt: skip
+
+
+async def _connect(ctx: Context) -> asyncpg.Connection:
+    assert ctx.target.database_url is not None
+    return await asyncpg.connect(
+        ctx.target.database_url, server_settings={"application_name": "werk-bench"}
+    )
+
+
+async def _measure(
+    ctx: Context, work: Callable[[asyncpg.Connection], Awaitable[int]]
+) -> dict[str, Any]:
+    """Runs ``work`` on each connection at once, under the CPU meter. The connections are open
+    before and after the meter reads, so their backends' CPU is counted."""
+    conns = [await _connect(ctx) for _ in range(CONNECTIONS)]
+
+    async def run() -> int:
+        return sum(await asyncio.gather(*(work(c) for c in conns)))
+
+    try:
+        return await _timed(ctx, run)
+    finally:
+        for c in conns:
+            await c.close()
+
+
+async def push_batches(ctx: Context, batch: int = 1000) -> dict[str, Any]:
+    """job_push.sql with ``batch`` jobs per statement, ``ctx.jobs`` jobs over two connections."""
+    statement = _sql("job_push")
+    per_connection = max(ctx.jobs // CONNECTIONS // batch, 1)
+
+    async def work(conn: asyncpg.Connection) -> int:
+        for _ in range(per_connection):
+            await conn.fetch(statement, *_push_args(batch))
+        return per_connection * batch
+
+    return await _measure(ctx, work)
+
+
+async def claim_and_ack(ctx: Context, count: int = 100) -> dict[str, Any]:
+    """job_fetch.sql claiming ``count`` then job_ack.sql acking them, on two connections, over
+    ``ctx.jobs`` jobs seeded beforehand."""
+    async with ctx.db() as db:
+        await db.c.execute(
+            "INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, "
+            "enqueued_at) SELECT 'floor-' || g || '-' || md5(g::text), 'noop', $2, '[]', "
+            "'available', now(), now(), now() FROM generate_series(1, $1) AS g",
+            ctx.jobs,
+            QUEUE,
+        )
+        await db.c.execute("VACUUM ANALYZE werk_jobs")
+    fetch, ack = _sql("job_fetch"), _sql("job_ack")
+
+    async def work(conn: asyncpg.Connection) -> int:
+        done = 0
+        while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count):
+            await conn.fetch(
+                ack, None, [r["jid"] for r in rows], [r["lease"] for r in rows], False, 0,
+                [None] * len(rows),
+            )  # fmt: skip
+            done += len(rows)
+        return done
+
+    return await _measure(ctx, work)
+
+
+async def idle_round_trips(ctx: Context, samples: int = 300) -> dict[str, Any]:
+    """p50/p99 of single round trips spaced ``latency_interval`` apart."""
+    gap = ctx.latency_interval
+    conn = await _connect(ctx)
+    http = Connection(ctx.target.host, ctx.target.port)
+    await http.connect()
+    push = _sql("job_push")
+
+    async def measure(once: Callable[[], Awaitable[Any]]) -> dict[str, float]:
+        times = []
+        for _ in range(samples):
+            await asyncio.sleep(gap)
+            t0 = time.perf_counter()
+            await once()
+            times.append(time.perf_counter() - t0)
+        return {"p50_ms": round(1e3 * pct(times, 50), 3), "p99_ms": round(1e3 * pct(times, 99), 3)}
+
+    try:
+        return {
+            "interval_ms": gap * 1e3,
+            "select_1": await measure(lambda: conn.fetchval("SELECT 1")),
+            "push_one_job_sql": await measure(lambda: conn.fetch(push, *_push_args(1))),
+            "http_livez": await measure(lambda: http.request("GET", "/livez")),
+        }
+    finally:
+        http.close()
+        await conn.close()
