@@ -203,8 +203,8 @@ class Runner:
         cpu = _summary([r["server_cpu_pct"] for r in runs])
         conns = [r.get("db_connections_max") for r in runs]
         active = [r.get("db_connections_active_max") for r in runs]
-        # one pool (10 by default) + one LISTEN connection per server process is the most a
-        # server without per-poll connections can hold, whatever the number of polls
+        # the two pools (10 + 3 by default) + one LISTEN connection per server process is the
+        # most a server without per-poll connections can hold, whatever the number of polls
         bound = (c.target.workers or 1) * (c.pool_max + 1)
         no_conn_per_poll = all(x is not None and x <= bound for x in conns)
         met = no_conn_per_poll and rss["median"] <= 150 and cpu["median"] <= 5
@@ -494,8 +494,9 @@ def _context(args: argparse.Namespace, target: Target) -> Context:
         quiet_threshold=args.quiet_threshold,
         fetch_url=args.fetch_url,
         churn_settle=2.0 if quick else 15.0,
-        pool_max=int(
-            dict(kv.split("=", 1) for kv in args.server_env).get("WERK_POOL_MAX_SIZE", 10)
+        pool_max=sum(
+            int(dict(kv.split("=", 1) for kv in args.server_env).get(name, default))
+            for name, default in (("WERK_POOL_MAX_SIZE", 10), ("WERK_ADMIN_POOL_MAX_SIZE", 3))
         ),
     )
 

@@ -43,7 +43,7 @@ class Context:
     work_workers_100: int
     churn_producers: int
     churn_workers: int
-    pool_max: int = 10
+    pool_max: int = 13  # both pools of one server process
     sample_waits: bool = True
     churn_settle: float = 15.0
     fetch_url: str | None = None

@@ -70,24 +70,32 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await prepare_database(dsn)
+        # Two pools. The job traffic runs a handful of fixed statements whose plans do not
+        # depend on their parameters, so its pool plans each once (generic plans): planning cost
+        # more than executing them. Everything else (maintenance, admin, dashboard, metrics)
+        # filters on optional parameters and keeps PostgreSQL's per-call planning.
         pool = await create_pool(
-            dsn, min_size=settings.pool_min_size, max_size=settings.pool_max_size
+            dsn,
+            min_size=settings.pool_min_size,
+            max_size=settings.pool_max_size,
+            plan_once=True,
         )
+        admin_pool = await create_pool(dsn, min_size=1, max_size=settings.admin_pool_max_size)
         hub = WakeHub(
             send_notify=lambda payload: queries.notify_queues(pool, [payload]),
-            queues_with_jobs=lambda qs: queries.queues_with_available(pool, qs),
+            queues_with_jobs=lambda qs: queries.queues_with_available(admin_pool, qs),
             poll_interval=settings.poll_interval,
         )
         listener = Listener(dsn, hub.on_notification, retry_every=settings.poll_interval)
         services = Services(
             jobs=JobService(pool, clock, hub, keep_completed=settings.completed_retention > 0),
             workers=WorkerService(pool, clock),
-            info=InfoService(pool, clock),
+            info=InfoService(admin_pool, clock),
             hub=hub,
-            maintenance=Maintenance(pool, clock, hub, settings),
-            queues=QueueService(pool, clock, hub),
-            admin=AdminService(pool, clock, hub),
-            metrics=MetricsService(pool, clock, durations),
+            maintenance=Maintenance(admin_pool, clock, hub, settings),
+            queues=QueueService(admin_pool, clock, hub),
+            admin=AdminService(admin_pool, clock, hub),
+            metrics=MetricsService(admin_pool, clock, durations),
         )
         app.state.services = services
         hub.start()
@@ -95,7 +103,7 @@ def create_app(
         if background:
             services.maintenance.start()
         # Faktory's wire protocol, in this event loop, over the same services.
-        faktory = FaktoryServer(settings, services, FaktoryOps(pool, clock, hub))
+        faktory = FaktoryServer(settings, services, FaktoryOps(admin_pool, clock, hub))
         app.state.faktory = faktory
         try:
             await faktory.start()
@@ -105,8 +113,9 @@ def create_app(
             await hub.close()
             await services.maintenance.close()
             await listener.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(pool.close(), 10)
+            for closing in (pool, admin_pool):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(closing.close(), 10)
 
     app = FastAPI(
         title="Werk",

@@ -59,8 +59,11 @@ class Settings(BaseSettings):
     log_level: LogLevel = "info"
     workers: int = Field(1, ge=1, le=64, description="HTTP worker processes (uvicorn).")
 
-    pool_min_size: int = Field(2, ge=1)
-    pool_max_size: int = Field(10, ge=1)
+    pool_min_size: int = Field(2, ge=1, description="Connections kept for the job traffic.")
+    pool_max_size: int = Field(10, ge=1, description="Connections at most for the job traffic.")
+    admin_pool_max_size: int = Field(
+        3, ge=1, description="Connections at most for maintenance, admin, dashboard and metrics."
+    )
 
     max_body_bytes: int = Field(1024 * 1024, ge=1024)
     max_batch: int = Field(1000, ge=1, le=10000)

@@ -25,7 +25,16 @@ async def _no_reset(_conn: asyncpg.Connection) -> None:
     nothing. asyncpg still rolls back a transaction left open, before this is called."""
 
 
-async def create_pool(dsn: str, *, min_size: int, max_size: int) -> asyncpg.Pool:
+async def create_pool(
+    dsn: str, *, min_size: int, max_size: int, plan_once: bool = False
+) -> asyncpg.Pool:
+    """``plan_once``: prepared statements use one generic plan (plan_cache_mode
+    force_generic_plan) instead of PostgreSQL re-planning each call, which by default it keeps
+    doing when a plan for the actual array sizes looks cheaper. Only for statements whose best
+    plan does not depend on their parameters (tests/test_claim_plan.py checks the claim's)."""
+    settings = {"application_name": "werk"}
+    if plan_once:
+        settings["plan_cache_mode"] = "force_generic_plan"
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,
@@ -35,7 +44,7 @@ async def create_pool(dsn: str, *, min_size: int, max_size: int) -> asyncpg.Pool
         command_timeout=60,
         # Statements are prepared once per connection and reused; the hot paths are a handful.
         statement_cache_size=256,
-        server_settings={"application_name": "werk"},
+        server_settings=settings,
     )
     assert pool is not None
     return pool

@@ -208,9 +208,7 @@ class JobService:
                     if len(rows) == count:  # there may be more: let another waiter look
                         for q in {r["queue"] for r in rows}:
                             self._hub.wake(q, 1)
-                    order = {q: i for i, q in enumerate(queues)}
-                    rows.sort(key=lambda r: (order[r["queue"]], -r["priority"], r["seq"]))
-                    return rows
+                    return _in_claim_order(rows, queues)
                 remaining = deadline - loop.time()
                 if waiter is None or remaining <= 0 or self._hub.closed:
                     return []
@@ -218,7 +216,7 @@ class JobService:
                 if waiter.handoff is not None:  # a push stored jobs reserved for us
                     handed = await asyncio.shield(waiter.handoff)
                     if handed:
-                        return handed
+                        return _in_claim_order(handed, queues)
                 if self._hub.closed:
                     return []
             finally:
@@ -407,6 +405,13 @@ _OUTCOMES = {
     "dead": FailOutcome.DEAD,
     "retry": FailOutcome.SCHEDULED,
 }
+
+
+def _in_claim_order(rows: list[Row], queues: Sequence[str]) -> list[Row]:
+    """Queues in the order asked, then highest priority, then oldest."""
+    order = {q: i for i, q in enumerate(queues)}
+    rows.sort(key=lambda r: (order[r["queue"]], -r["priority"], r["seq"]))
+    return rows
 
 
 def _fail_result(jid: str, row: Row) -> FailResult:

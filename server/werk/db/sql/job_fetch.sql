@@ -23,10 +23,14 @@ picked AS (
         LIMIT cardinality($3::text[])
         FOR UPDATE SKIP LOCKED
     ) c
+    ORDER BY w.ord  -- (sorts the queue list, then walks it: the LIMIT still stops early)
     LIMIT cardinality($3::text[])
 ),
 claimed AS (
-    SELECT p.ctid, row_number() OVER () AS slot FROM picked p
+    -- Through an array, so the planner sees a small set to fetch by TID whatever it guesses
+    -- of $3 (a join on the CTE lets a generic plan hash-join a scan of the whole table).
+    SELECT c.ctid, c.slot
+    FROM unnest((SELECT array_agg(p.ctid) FROM picked p)) WITH ORDINALITY AS c(ctid, slot)
 )
 UPDATE werk_jobs j
 SET state = 'active',
