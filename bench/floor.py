@@ -43,8 +43,13 @@ def _push_args(n: int) -> list[Any]:
 
 async def _connect(ctx: Context) -> asyncpg.Connection:
     assert ctx.target.database_url is not None
+    # planned as the server's job-traffic pool plans them (werk.db.pool, plan_once)
     return await asyncpg.connect(
-        ctx.target.database_url, server_settings={"application_name": "werk-bench"}
+        ctx.target.database_url,
+        server_settings={
+            "application_name": "werk-bench",
+            "plan_cache_mode": "force_generic_plan",
+        },
     )
 
 

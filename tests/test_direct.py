@@ -114,3 +114,23 @@ async def test_credentials_are_checked_the_same_way(
         assert r.status_code == 401
     r = await api.http.post("/v1/jobs", json=job, headers=bearer("push"))
     assert (r.status_code, r.json()["code"]) == (429, "too_many_auth_failures")
+
+
+async def test_oversized_and_unsized_bodies_meet_the_limit(make_api: Callable[..., Any]) -> None:
+    api: InProcess = await make_api(max_body_bytes=1024)
+    big = {"jobtype": "a", "args": ["x" * 2000]}
+    r = await api.http.post("/v1/jobs", json=big)
+    assert (r.status_code, r.json()["code"]) == (413, "payload_too_large")
+
+    async def chunked() -> Any:  # no Content-Length: streamed
+        yield b'{"jobtype": "a", "args": ["'
+        yield b"x" * 2000
+        yield b'"]}'
+
+    r = await api.http.post(
+        "/v1/jobs", content=chunked(), headers={"content-type": "application/json"}
+    )
+    assert (r.status_code, r.json()["code"]) == (413, "payload_too_large")
+    small = await api.http.post("/v1/jobs", json={"jobtype": "a", "args": ["x" * 100]})
+    assert small.status_code == 201
+    assert (await api.http.get("/v1/info")).json()["totals"]["enqueued"] == 1

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from fastapi import Depends, FastAPI
+from starlette.types import ASGIApp
 
 from werk import __version__, web
 from werk.api import (
@@ -117,7 +119,14 @@ def create_app(
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(closing.close(), 10)
 
-    app = FastAPI(
+    app = _WerkAPI(
+        # The job traffic skips FastAPI's per-request machinery (see werk.api.direct).
+        front=lambda stack: DirectRoutes(
+            stack,
+            [*jobs_routes.DIRECT, *work_routes.DIRECT],
+            durations=durations,
+            max_body_bytes=settings.max_body_bytes,
+        ),
         title="Werk",
         version=__version__,
         summary="Language-agnostic background jobs over HTTP, stored in PostgreSQL.",
@@ -143,12 +152,21 @@ def create_app(
     auth.document_public(app, ("/livez", "/readyz"))
     app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
-    # The job traffic skips FastAPI's per-request machinery (see werk.api.direct).
-    app.add_middleware(DirectRoutes, routes=[*jobs_routes.DIRECT, *work_routes.DIRECT])
     web.install(app, settings)  # the dashboard at /: login sessions, admin scope
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics_routes.TimeRequests, durations=durations)
     return app
+
+
+class _WerkAPI(FastAPI):
+    """FastAPI with ``front`` wrapped around its whole middleware stack."""
+
+    def __init__(self, *, front: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
+        self._front = front
+        super().__init__(**kwargs)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return self._front(super().build_middleware_stack())
 
 
 def begin_shutdown(app: FastAPI) -> None:

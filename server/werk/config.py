@@ -76,7 +76,7 @@ class Settings(BaseSettings):
         3, ge=0, description="Orphanings before a job is dead (0 = unlimited)."
     )
     vacuum_interval: float = Field(
-        10.0,
+        5.0,
         ge=0,
         description="Seconds between VACUUMs of the job table by one node (0 = leave it to "
         "autovacuum).",

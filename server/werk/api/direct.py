@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
@@ -29,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from werk.api.auth import Authenticator
 from werk.api.limits import replaying
 from werk.config import Scope as AuthScope
+from werk.services.metrics import RequestDurations
 
 Endpoint = Callable[..., Awaitable[Response]]
 
@@ -59,18 +61,21 @@ class _Plan:
     wants: frozenset[str]
 
 
-class _Matched:
-    """What TimeRequests reads from scope["route"]: the path template, never the raw path."""
-
-    __slots__ = ("path",)
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-
 class DirectRoutes:
-    def __init__(self, app: ASGIApp, routes: Sequence[DirectRoute]) -> None:
+    """Sits in front of FastAPI's middleware stack (see werk.app), so on its own path it also
+    does what that stack would: bound the body and time the request."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        routes: Sequence[DirectRoute],
+        *,
+        durations: RequestDurations,
+        max_body_bytes: int,
+    ) -> None:
         self.app = app
+        self._durations = durations
+        self._max_body_bytes = max_body_bytes
         self._static: dict[tuple[str, str], _Plan] = {}
         # "/v1/jobs/{jid}/ack" -> ("POST", "/v1/jobs/", "/ack")
         self._by_jid: list[tuple[str, str, str, _Plan]] = []
@@ -97,42 +102,37 @@ class DirectRoutes:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        matched = self._match(scope["method"], scope["path"])
+        matched = self._match(scope["method"], scope["path"]) if scope["type"] == "http" else None
         if matched is None:
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
         plan, jid = matched
+        headers = _Headers(scope)
+        if not headers.plain_json(self._max_body_bytes):
+            await self.app(scope, receive, send)
+            return
         body, replay = await _read_body(receive)
-        kwargs = self._arguments(scope, plan, body, jid)
+        kwargs = self._arguments(scope, plan, headers, body, jid)
         if kwargs is None:
             await self.app(scope, replay, send)
             return
-        scope["route"] = _Matched(plan.route.path)
         try:
             response = await plan.route.endpoint(**kwargs)
         except Exception as exc:
             response = await _handle(scope, exc)
         await response(scope, replay, send)
+        self._durations.observe(
+            scope["method"], plan.route.path, response.status_code, time.perf_counter() - started
+        )
 
     def _arguments(
-        self, scope: Scope, plan: _Plan, body: bytes, jid: str | None
+        self, scope: Scope, plan: _Plan, headers: _Headers, body: bytes, jid: str | None
     ) -> dict[str, Any] | None:
         """The endpoint's arguments, or None when FastAPI should answer this request."""
         app = scope["app"]
-        content_type = b""
-        authorization = b""
-        for name, value in scope["headers"]:
-            if name == b"content-type":
-                content_type = value
-            elif name == b"authorization":
-                authorization = value
-        if content_type.split(b";", 1)[0].strip().lower() != b"application/json":
-            return None
         auth: Authenticator = app.state.auth
-        if auth.enabled and not _authorized(auth, scope, authorization, plan.route.scope):
+        if auth.enabled and not _authorized(auth, scope, headers.authorization, plan.route.scope):
             return None
         try:
             model = plan.model.model_validate_json(body)
@@ -145,6 +145,28 @@ class DirectRoutes:
             "jid": jid,
         }
         return {name: available[name] for name in plan.wants}
+
+
+class _Headers:
+    __slots__ = ("authorization", "content_length", "content_type")
+
+    def __init__(self, scope: Scope) -> None:
+        self.content_type = self.authorization = b""
+        self.content_length = -1
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                self.content_type = value
+            elif name == b"authorization":
+                self.authorization = value
+            elif name == b"content-length" and value.isdigit():
+                self.content_length = int(value)
+
+    def plain_json(self, max_body_bytes: int) -> bool:
+        """A JSON body of declared length within the limit (else BodyLimit and FastAPI answer)."""
+        return (
+            0 <= self.content_length <= max_body_bytes
+            and self.content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+        )
 
 
 async def _handle(scope: Scope, exc: Exception) -> Response:
@@ -170,7 +192,8 @@ def _authorized(auth: Authenticator, scope: Scope, authorization: bytes, needed:
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
-    """The whole body (BodyLimit, further out, has bounded it), and a receive that replays it."""
+    """The whole body (its declared length is within the limit), and a receive that replays
+    it."""
     chunks: list[bytes] = []
     while True:
         message = await receive()
