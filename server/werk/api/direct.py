@@ -9,8 +9,9 @@ documents (one definition, one OpenAPI entry).
 
 It takes only the plain, valid case. Anything else (another path or method, a body that does not
 validate, a content type other than JSON, a body without Content-Length or above the limit,
-missing or insufficient credentials, a blocked client) is handed to FastAPI unchanged, so every rejection keeps FastAPI's exact problem+json answer and
-the failed-authentication accounting stays in one place.
+missing or insufficient credentials, a blocked client) is handed to FastAPI unchanged, so every
+rejection keeps FastAPI's exact problem+json answer and the failed-authentication accounting stays
+in one place.
 """
 
 from __future__ import annotations
