@@ -41,7 +41,7 @@ async def push_jobs(
     db: Executor,
     now: datetime | None,
     jobs: Sequence[NewJob],
-    handoffs: Sequence[str | None] | None = None,
+    handoffs: Sequence[str | None],
 ) -> list[Any]:
     """Insert the jobs whose jid is new; returns the inserted rows. ``handoffs``: per job, the
     worker id of a fetch waiting for it, which gets it reserved at once (when due, not paused)."""
@@ -59,7 +59,7 @@ async def push_jobs(
         [j.custom for j in jobs],
         [j.at for j in jobs],
         _shard(),
-        list(handoffs) if handoffs is not None else [None] * len(jobs),
+        list(handoffs),
     )
 
 

@@ -61,7 +61,7 @@ class WakeHub:
 
     # -- waiting ---------------------------------------------------------------------------
 
-    def register(self, queues: Sequence[str], wid: str = "", count: int = 1) -> Waiter:
+    def register(self, queues: Sequence[str], wid: str, count: int) -> Waiter:
         waiter = Waiter(queues, wid, count)
         for q in waiter.queues:
             self._waiters[q][waiter] = None
