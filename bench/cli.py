@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -231,12 +232,13 @@ class Runner:
     async def floor(self) -> None:
         """The server's SQL alone (no HTTP): the most the matching scenario could reach."""
         c = self.ctx
-        await self.rate(
-            "floor", "sql push batch=1000", {"connections": 2}, lambda: floor.push_batches(c)
-        )
-        await self.rate(
-            "floor", "sql claim+ack 100", {"connections": 2}, lambda: floor.claim_and_ack(c)
-        )
+        for lean in (False, True):
+            tag = " lean" if lean else ""
+            params = {"connections": 2, "lean_schema": lean}
+            push = functools.partial(floor.push_batches, c, lean=lean)
+            claim = functools.partial(floor.claim_and_ack, c, lean=lean)
+            await self.rate("floor", f"sql push batch=1000{tag}", params, push)
+            await self.rate("floor", f"sql claim+ack 100{tag}", params, claim)
         trips = [await floor.idle_round_trips(c) for _ in range(c.repeat)]
         parts = "  ".join(
             f"{name} p50 {statistics.median(t[name]['p50_ms'] for t in trips):.2f} ms"

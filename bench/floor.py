@@ -10,14 +10,21 @@ It also measures the idle round trips the latency scenario is made of, at that s
 ``GET /livez`` through HTTP. On a virtual machine whose cores sleep between requests each hop
 costs several times what it costs back to back, and a push is at least one HTTP hop plus one
 commit.
+
+The ``lean`` variants run the same statements against a stripped copy of the job table (schema
+``floor_lean``, found first on the connections' search path): only the indexes a queue cannot do
+without (the jid key, the claim order, scheduled promotion, lease expiry) and no check
+constraints. The gap between the two is what the admin indexes and the invariants the schema
+enforces cost per job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -29,6 +36,17 @@ from bench.target import REPO
 SQL = REPO / "server" / "werk" / "db" / "sql"
 QUEUE = "bench-floor"
 CONNECTIONS = 2
+LEAN = "floor_lean"
+# The lean copy: werk_jobs' columns and defaults, the four indexes the job traffic needs.
+LEAN_SCHEMA = f"""
+DROP SCHEMA IF EXISTS {LEAN} CASCADE;
+CREATE SCHEMA {LEAN};
+CREATE TABLE {LEAN}.werk_jobs (LIKE public.werk_jobs INCLUDING DEFAULTS) WITH (fillfactor = 70);
+ALTER TABLE {LEAN}.werk_jobs ADD PRIMARY KEY (jid);
+CREATE INDEX ON {LEAN}.werk_jobs (queue, priority DESC, seq) WHERE state = 'available';
+CREATE INDEX ON {LEAN}.werk_jobs (run_at) WHERE state = 'scheduled';
+CREATE INDEX ON {LEAN}.werk_jobs (lease_expires_at) WHERE state = 'active';
+"""
 
 
 def _sql(name: str) -> str:
@@ -41,24 +59,36 @@ def _push_args(n: int) -> list[Any]:
             [0] * n, ["{}"] * n, [None] * n, 0, [None] * n]  # fmt: skip
 
 
-async def _connect(ctx: Context) -> asyncpg.Connection:
+async def _connect(ctx: Context, lean: bool = False) -> asyncpg.Connection:
     assert ctx.target.database_url is not None
     # planned as the server's job-traffic pool plans them (werk.db.pool, plan_once)
-    return await asyncpg.connect(
-        ctx.target.database_url,
-        server_settings={
-            "application_name": "werk-bench",
-            "plan_cache_mode": "force_generic_plan",
-        },
-    )
+    settings = {"application_name": "werk-bench", "plan_cache_mode": "force_generic_plan"}
+    if lean:
+        settings["search_path"] = f"{LEAN}, public"
+    return await asyncpg.connect(ctx.target.database_url, server_settings=settings)
+
+
+@contextlib.asynccontextmanager
+async def _tables(ctx: Context, lean: bool) -> AsyncIterator[str]:
+    """Yields the job table the statements will reach (the lean copy only while it exists)."""
+    if not lean:
+        yield "public.werk_jobs"
+        return
+    async with ctx.db() as db:
+        await db.c.execute(LEAN_SCHEMA)
+    try:
+        yield f"{LEAN}.werk_jobs"
+    finally:
+        async with ctx.db() as db:
+            await db.c.execute(f"DROP SCHEMA {LEAN} CASCADE")
 
 
 async def _measure(
-    ctx: Context, work: Callable[[asyncpg.Connection], Awaitable[int]]
+    ctx: Context, work: Callable[[asyncpg.Connection], Awaitable[int]], lean: bool
 ) -> dict[str, Any]:
     """Runs ``work`` on each connection at once, under the CPU meter. The connections are open
     before and after the meter reads, so their backends' CPU is counted."""
-    conns = [await _connect(ctx) for _ in range(CONNECTIONS)]
+    conns = [await _connect(ctx, lean) for _ in range(CONNECTIONS)]
 
     async def run() -> int:
         return sum(await asyncio.gather(*(work(c) for c in conns)))
@@ -70,7 +100,7 @@ async def _measure(
             await c.close()
 
 
-async def push_batches(ctx: Context, batch: int = 1000) -> dict[str, Any]:
+async def push_batches(ctx: Context, batch: int = 1000, lean: bool = False) -> dict[str, Any]:
     """job_push.sql with ``batch`` jobs per statement, ``ctx.jobs`` jobs over two connections."""
     statement = _sql("job_push")
     per_connection = max(ctx.jobs // CONNECTIONS // batch, 1)
@@ -80,21 +110,13 @@ async def push_batches(ctx: Context, batch: int = 1000) -> dict[str, Any]:
             await conn.fetch(statement, *_push_args(batch))
         return per_connection * batch
 
-    return await _measure(ctx, work)
+    async with _tables(ctx, lean):
+        return await _measure(ctx, work, lean)
 
 
-async def claim_and_ack(ctx: Context, count: int = 100) -> dict[str, Any]:
+async def claim_and_ack(ctx: Context, count: int = 100, lean: bool = False) -> dict[str, Any]:
     """job_fetch.sql claiming ``count`` then job_ack.sql acking them, on two connections, over
     ``ctx.jobs`` jobs seeded beforehand."""
-    async with ctx.db() as db:
-        await db.c.execute(
-            "INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, "
-            "enqueued_at) SELECT 'floor-' || g || '-' || md5(g::text), 'noop', $2, '[]', "
-            "'available', now(), now(), now() FROM generate_series(1, $1) AS g",
-            ctx.jobs,
-            QUEUE,
-        )
-        await db.c.execute("VACUUM ANALYZE werk_jobs")
     fetch, ack = _sql("job_fetch"), _sql("job_ack")
 
     async def work(conn: asyncpg.Connection) -> int:
@@ -107,7 +129,17 @@ async def claim_and_ack(ctx: Context, count: int = 100) -> dict[str, Any]:
             done += len(rows)
         return done
 
-    return await _measure(ctx, work)
+    async with _tables(ctx, lean) as table:
+        async with ctx.db() as db:
+            await db.c.execute(
+                f"INSERT INTO {table} (jid, jobtype, queue, args, state, run_at, created_at, "
+                "enqueued_at) SELECT 'floor-' || g || '-' || md5(g::text), 'noop', $2, '[]', "
+                "'available', now(), now(), now() FROM generate_series(1, $1) AS g",
+                ctx.jobs,
+                QUEUE,
+            )
+            await db.c.execute(f"VACUUM ANALYZE {table}")
+        return await _measure(ctx, work, lean)
 
 
 async def idle_round_trips(ctx: Context, samples: int = 300) -> dict[str, Any]:
