@@ -42,7 +42,8 @@ _JID_SEGMENT = re.compile(r"[^/\x00]{1,200}")
 @dataclass(frozen=True, slots=True)
 class DirectRoute:
     """``path`` may hold one ``{jid}`` segment. The endpoint takes keyword arguments among
-    ``body`` (its annotation is the request model), ``services``, ``settings`` and ``jid``."""
+    ``body`` (its annotation is the request model), ``services``, ``settings``, ``jid`` and
+    ``request`` (its body already read)."""
 
     method: str
     path: str
@@ -115,6 +116,8 @@ class DirectRoutes:
             return
         body, replay = await _read_body(receive)
         kwargs = self._arguments(scope, plan, headers, body, jid)
+        if kwargs is not None and "request" in plan.wants:  # the body is read: no replay
+            kwargs["request"] = Request(scope, receive)
         if kwargs is None:
             await self.app(scope, replay, send)
             return
@@ -145,7 +148,7 @@ class DirectRoutes:
             "settings": app.state.settings,
             "jid": jid,
         }
-        return {name: available[name] for name in plan.wants}
+        return {name: available[name] for name in plan.wants if name in available}
 
 
 class _Headers:

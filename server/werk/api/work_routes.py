@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from starlette.requests import Request
 from starlette.responses import Response
 
 from werk.api import schemas
 from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
+from werk.api.disconnect import disconnection
 from werk.api.views import JSON, job_view
 from werk.errors import InvalidRequest
 
@@ -22,10 +24,17 @@ _LEASE_LOST: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/fetch", operation_id="work-fetch", response_model=schemas.Fetched)
-async def fetch(body: schemas.Fetch, services: ServicesDep, settings: SettingsDep) -> Response:
-    """Reserve up to `count` jobs from `queues` (in order); long-poll up to `wait` seconds."""
+async def fetch(
+    body: schemas.Fetch, services: ServicesDep, settings: SettingsDep, request: Request
+) -> Response:
+    """Reserve up to `count` jobs from `queues` (in order); long-poll up to `wait` seconds.
+    A client that disconnects while waiting gets nothing reserved for it."""
     wait = min(body.wait, settings.max_fetch_wait)
-    rows = await services.jobs.fetch(body.queues, body.wid, body.count, wait)
+    if wait <= 0:
+        rows = await services.jobs.fetch(body.queues, body.wid, body.count, 0)
+    else:
+        async with disconnection(request.receive) as gone:
+            rows = await services.jobs.fetch(body.queues, body.wid, body.count, wait, gone)
     return JSON({"jobs": [job_view(r) for r in rows]})
 
 

@@ -71,6 +71,13 @@ async def fetch_jobs(
     return await db.fetch(sql("job_fetch"), now, list(queues), list(slots))
 
 
+async def unclaim_jobs(db: Executor, jids: Sequence[str], leases: Sequence[str]) -> list[str]:
+    """Undo the given leases (jobs fetched but never delivered); returns the queue of each job
+    made available again."""
+    rows = await db.fetch(sql("job_unclaim"), list(jids), list(leases))
+    return [r["queue"] for r in rows]
+
+
 async def ack_jobs(
     db: Executor,
     now: datetime | None,

@@ -194,8 +194,33 @@ class JobService:
 
     # -- workers ---------------------------------------------------------------------------
 
-    async def fetch(self, queues: Sequence[str], wid: str, count: int, wait: float) -> list[Row]:
-        """Claim up to ``count`` jobs; with ``wait`` > 0, long-poll until one arrives."""
+    async def fetch(
+        self,
+        queues: Sequence[str],
+        wid: str,
+        count: int,
+        wait: float,
+        gone: asyncio.Event | None = None,
+    ) -> list[Row]:
+        """Claim up to ``count`` jobs; with ``wait`` > 0, long-poll until one arrives.
+
+        ``gone`` is set when the requesting client disconnects: the long poll ends at once, and
+        jobs reserved for it by then are handed back, so no job waits out a lease nobody holds.
+        """
+        rows = await self._fetch(queues, wid, count, wait, gone)
+        if rows and gone is not None and gone.is_set():
+            await self._unclaim(rows)
+            return []
+        return rows
+
+    async def _fetch(
+        self,
+        queues: Sequence[str],
+        wid: str,
+        count: int,
+        wait: float,
+        gone: asyncio.Event | None,
+    ) -> list[Row]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         while True:
@@ -212,16 +237,24 @@ class JobService:
                 remaining = deadline - loop.time()
                 if waiter is None or remaining <= 0 or self._hub.closed:
                     return []
-                await self._hub.wait(waiter, remaining)
+                if gone is not None and gone.is_set():
+                    return []
+                await self._hub.wait(waiter, remaining, gone)
                 if waiter.handoff is not None:  # a push stored jobs reserved for us
                     handed = await asyncio.shield(waiter.handoff)
                     if handed:
                         return _in_claim_order(handed, queues)
-                if self._hub.closed:
+                if self._hub.closed or (gone is not None and gone.is_set()):
                     return []
             finally:
                 if waiter is not None:
                     self._hub.unregister(waiter)
+
+    async def _unclaim(self, rows: Sequence[Row]) -> None:
+        queues = await queries.unclaim_jobs(
+            self._pool, [r["jid"] for r in rows], [str(r["lease"]) for r in rows]
+        )
+        self._hub.jobs_arrived(counts_by_queue(queues))
 
     async def _claim_together(self, claims: Sequence[_Claim]) -> list[list[Row] | Exception]:
         """Concurrent fetches over the same queues are served by one claim statement (of at

@@ -75,20 +75,21 @@ class WakeHub:
                 if not waiting:
                     del self._waiters[q]
 
-    async def wait(self, waiter: Waiter, seconds: float) -> None:
-        """Returns when woken, when ``seconds`` pass, or when the hub closes. Afterwards the
-        caller must look at ``waiter.handoff``: a push may have taken the waiter meanwhile."""
+    async def wait(self, waiter: Waiter, seconds: float, gone: asyncio.Event | None) -> None:
+        """Returns when woken, when ``seconds`` pass, when the hub closes, or when ``gone`` is
+        set (the fetch's client left). Afterwards the caller must look at ``waiter.handoff``: a
+        push may have taken the waiter meanwhile."""
         if self._closed.is_set():
             return
-        closed = asyncio.ensure_future(self._closed.wait())
-        woken = asyncio.ensure_future(waiter.event.wait())
+        events = [self._closed, waiter.event, *([gone] if gone is not None else [])]
+        waits = {asyncio.ensure_future(e.wait()) for e in events}
         waiter.waiting = True
         try:
-            await asyncio.wait({closed, woken}, timeout=seconds, return_when="FIRST_COMPLETED")
+            await asyncio.wait(waits, timeout=seconds, return_when="FIRST_COMPLETED")
         finally:
             waiter.waiting = False
-            closed.cancel()
-            woken.cancel()
+            for w in waits:
+                w.cancel()
 
     def take(self, queue: str) -> Waiter | None:
         """The oldest fetch waiting on ``queue``, taken out of the hub so a push can store jobs
