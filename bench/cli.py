@@ -15,14 +15,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import floor, report, scenarios
+from bench import floor, report, scenarios, sdk
 from bench.scenarios import Context
 from bench.target import REPO, Db, Target, resolve_database, start_server
 
 ORDER = [
-    "livez", "push-single", "push-batch", "work", "latency", "idle", "floor", "backlog", "churn",
+    "livez", "push-single", "push-batch", "work", "sdk", "latency", "idle", "floor", "backlog",
+    "churn",
 ]  # fmt: skip
-NEEDS_DB = {"backlog", "churn", "explain", "floor"}
+NEEDS_DB = {"backlog", "churn", "explain", "floor", "sdk"}
 
 TARGETS = {
     # name -> (metric, comparison, bar)
@@ -95,10 +96,14 @@ class Runner:
         sessions = list(waits.get("avg_active_sessions", {}).items())[:3]
         wtxt = ", ".join(f"{k} {v}" for k, v in sessions)
         wtxt = f"  | pg sessions: {wtxt}" if wtxt else ""
+        worker = ""
+        if all("worker_us_per_job" in r for r in runs):  # the SDK worker: a process of its own
+            cost["worker"] = statistics.median(r["worker_us_per_job"] for r in runs)
+            worker = f" worker={cost['worker']:.0f}"
         cpu_txt = (
             (
                 f"  | cpu us/job server={cost['server']:.0f} pg={cost['postgres']:.0f} "
-                f"client={cost['client']:.0f} (2-core ceiling {ceiling:,.0f}/s)  "
+                f"client={cost['client']:.0f}{worker} (2-core ceiling {ceiling:,.0f}/s)  "
                 f"other load={cpu.get('other_pct')}%"
             )
             if cpu
@@ -172,6 +177,20 @@ class Runner:
                 lambda k=count, w=workers: scenarios.work(c, k, w),
             )
             c.baselines[r["name"]] = r["median"]
+
+    async def sdk(self) -> None:
+        """The Python SDK: producer calls, and one werk-worker process (see bench/sdk.py)."""
+        c = self.ctx
+        for batch in (1, 1000):
+            label = "Client.push" if batch == 1 else f"push_many batch={batch}"
+            await self.rate("sdk", label, {"jobs": c.jobs}, functools.partial(sdk.push, c, batch))
+        for fetch_size, handler in ((1, "async"), (100, "async"), (100, "sync")):
+            await self.rate(
+                "sdk",
+                f"werk-worker fetch={fetch_size} {handler}",
+                {"concurrency": 50, "jobs": c.jobs},
+                functools.partial(sdk.worker, c, fetch_size, handler),
+            )
 
     async def latency(self) -> None:
         c = self.ctx
