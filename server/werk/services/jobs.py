@@ -200,15 +200,16 @@ class JobService:
         wid: str,
         count: int,
         wait: float,
-        gone: asyncio.Event | None = None,
+        gone: asyncio.Future[None] | None = None,
     ) -> list[Row]:
         """Claim up to ``count`` jobs; with ``wait`` > 0, long-poll until one arrives.
 
-        ``gone`` is set when the requesting client disconnects: the long poll ends at once, and
-        jobs reserved for it by then are handed back, so no job waits out a lease nobody holds.
+        ``gone`` completes when the requesting client disconnects: the long poll ends at once,
+        and jobs reserved for it by then are handed back, so no job waits out a lease nobody
+        holds.
         """
         rows = await self._fetch(queues, wid, count, wait, gone)
-        if rows and gone is not None and gone.is_set():
+        if rows and gone is not None and gone.done():
             await self._unclaim(rows)
             return []
         return rows
@@ -219,7 +220,7 @@ class JobService:
         wid: str,
         count: int,
         wait: float,
-        gone: asyncio.Event | None,
+        gone: asyncio.Future[None] | None,
     ) -> list[Row]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
@@ -237,14 +238,14 @@ class JobService:
                 remaining = deadline - loop.time()
                 if waiter is None or remaining <= 0 or self._hub.closed:
                     return []
-                if gone is not None and gone.is_set():
+                if gone is not None and gone.done():
                     return []
                 await self._hub.wait(waiter, remaining, gone)
                 if waiter.handoff is not None:  # a push stored jobs reserved for us
                     handed = await asyncio.shield(waiter.handoff)
                     if handed:
                         return _in_claim_order(handed, queues)
-                if self._hub.closed or (gone is not None and gone.is_set()):
+                if self._hub.closed or (gone is not None and gone.done()):
                     return []
             finally:
                 if waiter is not None:

@@ -75,21 +75,22 @@ class WakeHub:
                 if not waiting:
                     del self._waiters[q]
 
-    async def wait(self, waiter: Waiter, seconds: float, gone: asyncio.Event | None) -> None:
-        """Returns when woken, when ``seconds`` pass, when the hub closes, or when ``gone`` is
-        set (the fetch's client left). Afterwards the caller must look at ``waiter.handoff``: a
-        push may have taken the waiter meanwhile."""
+    async def wait(self, waiter: Waiter, seconds: float, gone: asyncio.Future[None] | None) -> None:
+        """Returns when woken, when ``seconds`` pass, when the hub closes, or when ``gone``
+        completes (the fetch's client left). Afterwards the caller must look at
+        ``waiter.handoff``: a push may have taken the waiter meanwhile."""
         if self._closed.is_set():
             return
-        events = [self._closed, waiter.event, *([gone] if gone is not None else [])]
-        waits = {asyncio.ensure_future(e.wait()) for e in events}
+        closed = asyncio.ensure_future(self._closed.wait())
+        woken = asyncio.ensure_future(waiter.event.wait())
+        ends: set[asyncio.Future[Any]] = {closed, woken} if gone is None else {closed, woken, gone}
         waiter.waiting = True
         try:
-            await asyncio.wait(waits, timeout=seconds, return_when="FIRST_COMPLETED")
+            await asyncio.wait(ends, timeout=seconds, return_when="FIRST_COMPLETED")
         finally:
             waiter.waiting = False
-            for w in waits:
-                w.cancel()
+            closed.cancel()
+            woken.cancel()
 
     def take(self, queue: str) -> Waiter | None:
         """The oldest fetch waiting on ``queue``, taken out of the hub so a push can store jobs
