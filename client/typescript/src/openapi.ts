@@ -116,6 +116,7 @@ export interface paths {
         /**
          * Fetch
          * @description Reserve up to `count` jobs from `queues` (in order); long-poll up to `wait` seconds.
+         *     A client that disconnects while waiting gets nothing reserved for it.
          */
         post: operations["work-fetch"];
         delete?: never;
