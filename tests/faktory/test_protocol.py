@@ -297,6 +297,26 @@ async def test_fetch_blocks_until_a_push(make_fwp):
     await producer.close()
 
 
+async def test_a_job_reserved_for_a_fetch_whose_client_left_goes_back(make_fwp, database_url):
+    """The worker closed its connection while its FETCH blocked; a push hands the job to that
+    FETCH, whose reply has nowhere to go: the job is available again, not reserved for the
+    connection that left."""
+    app = await make_fwp(faktory_fetch_wait=2.0)
+    worker = await Fwp.connect(app.port, wid="gone-w")
+    await worker.send_raw(b"FETCH goneq\r\n")
+    await asyncio.sleep(0.2)
+    await worker.close()
+    await asyncio.sleep(0.2)
+    r = await app.http.post("/v1/jobs", json={"jobtype": "x", "jid": "left-0001", "queue": "goneq"})
+    assert r.status_code == 201
+    for _ in range(100):  # the FETCH returns within its 2 s wait
+        (row,) = await sql(database_url, "SELECT state, wid, attempt FROM werk_jobs")
+        if row["state"] == "available":
+            break
+        await asyncio.sleep(0.05)
+    assert (row["state"], row["wid"], row["attempt"]) == ("available", None, 0)
+
+
 async def test_fetched_job_json(fwp):
     conn = await Fwp.connect(fwp.port, wid="json-w")
     await conn.cmd("PUSH", job("jsonjob1", "Report", [1, "two"], custom={"x": 1}, priority=7))

@@ -60,6 +60,8 @@ class Session:
     # The worker a FETCH reserves for. A producer connection that fetches gets a wid of its own,
     # so only this connection can settle what it fetched.
     generated_wid: str = field(default_factory=lambda: "fwp-" + secrets.token_hex(8))
+    # Whether the client has closed its side (set by the server to its reader's EOF check).
+    peer_gone: Callable[[], bool] = lambda: False
 
     @property
     def fetch_wid(self) -> str:
@@ -216,6 +218,11 @@ class Commands:
             # and let them ask again.
             log.warning("FWP FETCH failed (answered with no job): %s", exc)
             rows = []
+        if rows and session.peer_gone():
+            # The client left while its FETCH blocked: the reply would go nowhere, so the job
+            # goes back to its queue instead of waiting out a reservation nobody holds.
+            await self._services.jobs.hand_back(rows)
+            return protocol.NIL
         if not rows:
             # Pace empty answers even when the fetch returned early (shutting down, database
             # away), so workers do not spin.

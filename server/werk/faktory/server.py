@@ -226,6 +226,7 @@ class FaktoryServer:
         finally:
             conn.busy = False
         conn.session = session
+        session.peer_gone = reader.at_eof
         if session.wid is not None:
             self._workers[session.wid] += 1
         await _send(writer, protocol.OK)

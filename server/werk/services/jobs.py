@@ -210,7 +210,7 @@ class JobService:
         """
         rows = await self._fetch(queues, wid, count, wait, gone)
         if rows and gone is not None and gone.done():
-            await self._unclaim(rows)
+            await self.hand_back(rows)
             return []
         return rows
 
@@ -251,7 +251,9 @@ class JobService:
                 if waiter is not None:
                     self._hub.unregister(waiter)
 
-    async def _unclaim(self, rows: Sequence[Row]) -> None:
+    async def hand_back(self, rows: Sequence[Row]) -> None:
+        """Jobs fetched but not delivered (the client left) become available again, in their
+        old place, as if never fetched."""
         queues = await queries.unclaim_jobs(
             self._pool, [r["jid"] for r in rows], [str(r["lease"]) for r in rows]
         )
