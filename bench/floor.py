@@ -100,7 +100,7 @@ async def _measure(
             await c.close()
 
 
-async def push_batches(ctx: Context, batch: int = 1000, lean: bool = False) -> dict[str, Any]:
+async def push_batches(ctx: Context, *, lean: bool, batch: int = 1000) -> dict[str, Any]:
     """job_push.sql with ``batch`` jobs per statement, ``ctx.jobs`` jobs over two connections."""
     statement = _sql("job_push")
     per_connection = max(ctx.jobs // CONNECTIONS // batch, 1)
@@ -114,7 +114,7 @@ async def push_batches(ctx: Context, batch: int = 1000, lean: bool = False) -> d
         return await _measure(ctx, work, lean)
 
 
-async def claim_and_ack(ctx: Context, count: int = 100, lean: bool = False) -> dict[str, Any]:
+async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[str, Any]:
     """job_fetch.sql claiming ``count`` then job_ack.sql acking them, on two connections, over
     ``ctx.jobs`` jobs seeded beforehand."""
     fetch, ack = _sql("job_fetch"), _sql("job_ack")
