@@ -115,9 +115,7 @@ class DirectRoutes:
             await self.app(scope, receive, send)
             return
         body, replay = await _read_body(receive)
-        kwargs = self._arguments(scope, plan, headers, body, jid)
-        if kwargs is not None and "request" in plan.wants:  # the body is read: no replay
-            kwargs["request"] = Request(scope, receive)
+        kwargs = self._arguments(scope, receive, plan, headers, body, jid)
         if kwargs is None:
             await self.app(scope, replay, send)
             return
@@ -131,7 +129,13 @@ class DirectRoutes:
         )
 
     def _arguments(
-        self, scope: Scope, plan: _Plan, headers: _Headers, body: bytes, jid: str | None
+        self,
+        scope: Scope,
+        receive: Receive,
+        plan: _Plan,
+        headers: _Headers,
+        body: bytes,
+        jid: str | None,
     ) -> dict[str, Any] | None:
         """The endpoint's arguments, or None when FastAPI should answer this request."""
         app = scope["app"]
@@ -148,7 +152,10 @@ class DirectRoutes:
             "settings": app.state.settings,
             "jid": jid,
         }
-        return {name: available[name] for name in plan.wants if name in available}
+        kwargs = {name: available[name] for name in plan.wants if name != "request"}
+        if "request" in plan.wants:  # the body is read: its receive has nothing to replay
+            kwargs["request"] = Request(scope, receive)
+        return kwargs
 
 
 class _Headers:

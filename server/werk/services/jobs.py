@@ -238,9 +238,7 @@ class JobService:
                 remaining = deadline - loop.time()
                 if waiter is None or remaining <= 0 or self._hub.closed:
                     return []
-                if gone is not None and gone.done():
-                    return []
-                await self._hub.wait(waiter, remaining, gone)
+                await self._hub.wait(waiter, remaining, gone)  # at once if gone already
                 if waiter.handoff is not None:  # a push stored jobs reserved for us
                     handed = await asyncio.shield(waiter.handoff)
                     if handed:
