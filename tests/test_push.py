@@ -70,6 +70,22 @@ async def test_batch_push_is_one_transaction(api, database_url):
     assert await count_jobs(database_url) == 4
 
 
+async def test_batch_generates_a_distinct_jid_for_each_job_without_one(api, database_url):
+    jobs = [
+        {"jobtype": "b"},
+        {"jobtype": "b", "jid": "given-jid-1"},
+        {"jobtype": "b", "jid": "given-jid-2"},
+        {"jobtype": "b"},
+    ]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert r.status_code == 201, r.text
+    jids = [j["jid"] for j in r.json()["jobs"]]
+    assert jids[1:3] == ["given-jid-1", "given-jid-2"]
+    assert len(set(jids)) == 4
+    assert all(len(jid) == 24 and int(jid, 16) >= 0 for jid in (jids[0], jids[3]))
+    assert await count_jobs(database_url) == 4
+
+
 async def test_batch_with_one_bad_item_stores_nothing_and_names_the_item(api, database_url):
     jobs = [{"jobtype": "ok"}, {"jobtype": "bad", "queue": "no spaces"}, {"jobtype": "ok"}]
     r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
@@ -137,6 +153,42 @@ async def test_deeply_nested_args_are_rejected(api, database_url):
     r = await api.http.post("/v1/jobs", json={"jobtype": "x", "args": deep})
     assert r.status_code == 422
     assert await count_jobs(database_url) == 0
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("args", [1, {"a": [2, 2**63]}], "64 bits"),
+        ("args", [-(2**63) - 1], "64 bits"),
+        ("args", [{"k": ["ok", "nul\x00"]}], "NUL"),
+        ("custom", {"a": {"nul\x00key": 1}}, "NUL"),
+        ("args", [[1, 2], _nested(64)], "nested deeper than 64"),
+        ("custom", {"a": _nested(64)}, "nested deeper than 64"),
+    ],
+)
+async def test_json_postgresql_cannot_store_is_rejected_at_any_depth(
+    api, database_url, field, value, message
+):
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "x", field: value}]})
+    assert r.status_code == 422, r.text
+    assert message in r.json()["detail"]
+    assert await count_jobs(database_url) == 0
+
+
+async def test_json_at_the_limits_is_stored_as_sent(api):
+    args = [2**63 - 1, -(2**63), 1.5, True, False, None, "é\u2603", {"k": _nested(62)}]
+    custom = {"deep": _nested(63), "": []}
+    r = await api.http.post("/v1/jobs", json={"jobtype": "x", "args": args, "custom": custom})
+    assert r.status_code == 201, r.text
+    stored = (await api.http.get(f"/v1/jobs/{r.json()['jid']}")).json()
+    assert (stored["args"], stored["custom"]) == (args, custom)
 
 
 async def test_nan_is_rejected(api, database_url):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -19,6 +20,13 @@ from werk.app import begin_shutdown, create_app
 from werk.config import Settings
 
 log = logging.getLogger(__name__)
+
+# Allocations between young-generation collections (CPython's default is 700). A batch request
+# allocates tens of thousands of short-lived containers, and at the default the collector ran
+# every few hundred of them, each run also walking what survived: a fifth of a batch push's CPU
+# (bench/README.md "Garbage collection"). Nothing the server keeps depends on prompt collection
+# of cycles; they are still collected, later.
+GC_YOUNG_THRESHOLD = 50_000
 
 
 class WerkServer(uvicorn.Server):
@@ -43,6 +51,10 @@ class WerkServer(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self.app = create_app(self.settings)
         self.config.app = self.app
+        # What start-up built (modules, the app, its models) lives as long as the process; frozen,
+        # the older generations' collections no longer walk it.
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         await super().serve(sockets)
 
     @contextlib.contextmanager

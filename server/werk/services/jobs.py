@@ -71,6 +71,13 @@ def new_jid() -> str:
     return secrets.token_hex(12)
 
 
+def new_jids(n: int) -> list[str]:
+    """``n`` jids from one read of the system's random source (one per job costs a syscall
+    each, a tenth of a batch push's server time)."""
+    hexed = secrets.token_hex(12 * n)
+    return [hexed[i : i + 24] for i in range(0, 24 * n, 24)]
+
+
 def _lease_uuid(lease: str) -> str | None:
     """Leases are UUIDs; anything else cannot be a current lease."""
     try:
@@ -98,7 +105,8 @@ class JobService:
     async def push(self, specs: Sequence[JobSpec]) -> list[PushResult]:
         """Store the jobs in one transaction (all or nothing). An existing jid is not pushed again;
         its stored job is returned instead."""
-        jobs = [_to_new_job(s) for s in specs]
+        fresh = iter(new_jids(sum(1 for s in specs if not s.jid)))
+        jobs = [_to_new_job(s, s.jid or next(fresh)) for s in specs]
         seen: set[str] = set()
         for i, job in enumerate(jobs):
             if job.jid in seen:
@@ -111,7 +119,7 @@ class JobService:
 
     async def push_one(self, spec: JobSpec) -> PushResult:
         """Push a single job; concurrent single pushes share one statement and one commit."""
-        return await self._singles.submit(_to_new_job(spec))
+        return await self._singles.submit(_to_new_job(spec, spec.jid or new_jid()))
 
     async def _store_singles(self, jobs: Sequence[NewJob]) -> list[PushResult | Exception]:
         """Independent pushes written together. The same jid pushed twice at once is stored
@@ -454,9 +462,9 @@ def _fail_result(jid: str, row: Row) -> FailResult:
     return FailResult(jid=jid, outcome=outcome, next_at=next_at)
 
 
-def _to_new_job(spec: JobSpec) -> NewJob:
+def _to_new_job(spec: JobSpec, jid: str) -> NewJob:
     return NewJob(
-        jid=spec.jid or new_jid(),
+        jid=jid,
         jobtype=spec.jobtype,
         queue=spec.queue,
         args=orjson.dumps(spec.args).decode(),
