@@ -113,6 +113,22 @@ async def test_wrong_lease_is_lease_lost_and_changes_nothing(api, lease):
     assert stored["progress"] is None and stored["failure"] is None
 
 
+async def test_a_lease_is_the_uuid_however_it_is_spelled(api):
+    for _ in range(3):
+        await push(api)
+    jobs = await fetch(api, count=3)
+    assert all(j["lease"] == j["lease"].lower() and len(j["lease"]) == 36 for j in jobs)
+    upper, braced, bare = jobs
+    r = await api.http.post(f"/v1/jobs/{upper['jid']}/ack", json={"lease": upper["lease"].upper()})
+    assert r.status_code == 204, r.text
+    acks = [
+        {"jid": braced["jid"], "lease": "{" + braced["lease"] + "}"},
+        {"jid": bare["jid"], "lease": bare["lease"].replace("-", "")},
+    ]
+    r = await api.http.post("/v1/ack", json={"acks": acks})
+    assert r.json() == {"acked": [braced["jid"], bare["jid"]], "lease_lost": []}
+
+
 async def test_batch_ack_reports_lost_leases(api):
     for _ in range(3):
         await push(api)

@@ -28,7 +28,6 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
             "message": r["message"],
             "backtrace": r["error_backtrace"] or [],
         }
-    lease = r["lease"]
     return {
         "jid": r["jid"],
         "jobtype": r["jobtype"],
@@ -46,7 +45,7 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "attempt": r["attempt"],
         "progress": r["progress"],
         "failure": failure,
-        "lease": str(lease) if lease is not None else None,
+        "lease": r["lease"],
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
     }

@@ -1,4 +1,6 @@
-"""The connection pool. JSON columns are decoded with orjson once, here."""
+"""The connection pool. JSON columns are decoded with orjson once, here, and UUIDs (leases) travel
+as text: the API speaks them as strings, and asyncpg's UUID objects cost a Python-level str() per
+job on every fetch."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(
             typename, schema="pg_catalog", encoder=_dumps, decoder=orjson.loads, format="text"
         )
+    await conn.set_type_codec("uuid", schema="pg_catalog", encoder=str, decoder=str, format="text")
 
 
 async def _no_reset(_conn: asyncpg.Connection) -> None:

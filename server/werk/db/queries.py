@@ -93,7 +93,7 @@ async def ack_jobs(
     rows = await db.fetch(
         sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard(), wids
     )
-    done = {(r["jid"], str(r["lease"]) if r["lease"] else None, r["wid"]) for r in rows}
+    done = {(r["jid"], r["lease"], r["wid"]) for r in rows}
     return [
         (jid, lease, None if lease else wid) in done
         for jid, lease, wid in zip(jids, leases, wids, strict=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
@@ -78,8 +79,14 @@ def new_jids(n: int) -> list[str]:
     return [hexed[i : i + 24] for i in range(0, 24 * n, 24)]
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _lease_uuid(lease: str) -> str | None:
-    """Leases are UUIDs; anything else cannot be a current lease."""
+    """Leases are UUIDs; anything else cannot be a current lease. Returns the canonical form
+    (what the server hands out passes as is; other spellings of a UUID are parsed)."""
+    if _CANONICAL_UUID.fullmatch(lease):
+        return lease
     try:
         return str(uuid.UUID(lease))
     except ValueError:
@@ -261,7 +268,7 @@ class JobService:
         """Jobs fetched but not delivered (the client left) become available again, in their
         old place, as if never fetched."""
         queues = await queries.unclaim_jobs(
-            self._pool, [r["jid"] for r in rows], [str(r["lease"]) for r in rows]
+            self._pool, [r["jid"] for r in rows], [r["lease"] for r in rows]
         )
         self._hub.jobs_arrived(counts_by_queue(queues))
 
