@@ -79,9 +79,9 @@ async def test_a_waiter_that_timed_out_still_gets_a_job_handed_to_it(api):
     (waiter,) = {w for ws in api.services.hub._waiters.values() for w in ws}
     taken = api.services.hub.take("default")
     assert taken is waiter
-    await asyncio.sleep(0.5)  # the wait is over; the fetch now waits on the handoff
+    await asyncio.sleep(0.5)  # its time is up; the fetch now waits for the push's answer
     assert not fetch.done()
-    waiter.handoff.set_result([])  # the push stored nothing for it (say, a paused queue)
+    waiter.hand_over([])  # the push stored nothing for it (say, a paused queue)
     assert (await fetch).json() == {"jobs": []}
 
 

@@ -170,8 +170,7 @@ class JobService:
                     handed[waiter].append(row)
         finally:  # answer every taken fetch, with its jobs or with none (it looks again)
             for waiter, rows in handed.items():
-                if waiter.handoff is not None and not waiter.handoff.done():
-                    waiter.handoff.set_result(rows)
+                waiter.hand_over(rows)
         if len(by_jid) < len(jobs):  # jids that existed: answer with the stored jobs
             missing = [j.jid for j in jobs if j.jid not in by_jid]
             for row in await queries.get_jobs(self._pool, missing):
@@ -253,11 +252,9 @@ class JobService:
                 remaining = deadline - loop.time()
                 if waiter is None or remaining <= 0 or self._hub.closed:
                     return []
-                await self._hub.wait(waiter, remaining, gone)  # at once if gone already
-                if waiter.handoff is not None:  # a push stored jobs reserved for us
-                    handed = await asyncio.shield(waiter.handoff)
-                    if handed:
-                        return _in_claim_order(handed, queues)
+                handed = await self._hub.wait(waiter, remaining, gone)  # at once if gone
+                if handed:  # a push stored jobs reserved for us
+                    return _in_claim_order(handed, queues)
                 if self._hub.closed or (gone is not None and gone.done()):
                     return []
             finally:

@@ -26,18 +26,32 @@ log = logging.getLogger(__name__)
 
 
 class Waiter:
-    """A long-polling fetch: worker ``wid`` wants up to ``count`` jobs from ``queues``."""
+    """A long-polling fetch: worker ``wid`` wants up to ``count`` jobs from ``queues``.
 
-    __slots__ = ("count", "event", "handoff", "queues", "waiting", "wid")
+    Its wait ends when ``answer`` resolves: with None (look again: woken, timed out, closed,
+    client gone) or, once a push has taken it, with the jobs that push stored reserved for it.
+    The fetch awaits this one future, so a push's commit reaches it in one turn of the loop."""
+
+    __slots__ = ("answer", "count", "queues", "taken", "waiting", "wid")
 
     def __init__(self, queues: Sequence[str], wid: str, count: int) -> None:
         self.queues = tuple(queues)
         self.wid = wid
         self.count = count
-        self.event = asyncio.Event()
+        self.answer: asyncio.Future[list[Any] | None] = asyncio.get_running_loop().create_future()
         self.waiting = False  # in wait(), not claiming
-        # Set when a push takes this waiter: resolved with the jobs stored reserved for it.
-        self.handoff: asyncio.Future[list[Any]] | None = None
+        self.taken = False  # a push will answer with the jobs it stored for this fetch
+
+    def wake(self, *_: object) -> None:
+        """End the wait with nothing handed over, unless a push has taken this fetch (then only
+        that push answers, so the jobs it reserves are never dropped)."""
+        if not self.taken and not self.answer.done():
+            self.answer.set_result(None)
+
+    def hand_over(self, jobs: list[Any]) -> None:
+        """The taking push's answer: the jobs stored reserved for this fetch ([]: look again)."""
+        if not self.answer.done():
+            self.answer.set_result(jobs)
 
 
 class WakeHub:
@@ -75,35 +89,38 @@ class WakeHub:
                 if not waiting:
                     del self._waiters[q]
 
-    async def wait(self, waiter: Waiter, seconds: float, gone: asyncio.Future[None] | None) -> None:
-        """Returns when woken, when ``seconds`` pass, when the hub closes, or when ``gone``
-        completes (the fetch's client left). Afterwards the caller must look at
-        ``waiter.handoff``: a push may have taken the waiter meanwhile."""
+    async def wait(
+        self, waiter: Waiter, seconds: float, gone: asyncio.Future[None] | None
+    ) -> list[Any] | None:
+        """Returns the jobs a push stored reserved for this fetch, or None (look again) when
+        woken, when ``seconds`` pass, when the hub closes, or when ``gone`` completes (the
+        fetch's client left). A taken fetch always waits for its push's answer."""
         if self._closed.is_set():
-            return
-        closed = asyncio.ensure_future(self._closed.wait())
-        woken = asyncio.ensure_future(waiter.event.wait())
-        ends: set[asyncio.Future[Any]] = {closed, woken} if gone is None else {closed, woken, gone}
+            return None
+        timer = asyncio.get_running_loop().call_later(seconds, waiter.wake)
+        if gone is not None:
+            gone.add_done_callback(waiter.wake)
         waiter.waiting = True
         try:
-            await asyncio.wait(ends, timeout=seconds, return_when="FIRST_COMPLETED")
+            # Shielded: a cancelled fetch must not cancel the answer a push is about to give.
+            return await asyncio.shield(waiter.answer)
         finally:
             waiter.waiting = False
-            closed.cancel()
-            woken.cancel()
+            timer.cancel()
+            if gone is not None:
+                gone.remove_done_callback(waiter.wake)
 
     def take(self, queue: str) -> Waiter | None:
         """The oldest fetch waiting on ``queue``, taken out of the hub so a push can store jobs
-        already reserved for it. The taker must resolve ``handoff`` (with those jobs, or with []
-        to send the fetch looking again), and wakes it by doing so."""
+        already reserved for it. The taker must answer it (``hand_over``: with those jobs, or
+        with [] to send the fetch looking again)."""
         waiting = self._waiters.get(queue)
         if not waiting or self._closed.is_set():
             return None
-        waiter = next((w for w in waiting if w.waiting), None)
+        waiter = next((w for w in waiting if w.waiting and not w.answer.done()), None)
         if waiter is not None:
             self.unregister(waiter)
-            waiter.handoff = asyncio.get_running_loop().create_future()
-            waiter.handoff.add_done_callback(lambda _: waiter.event.set())
+            waiter.taken = True
         return waiter
 
     @property
@@ -118,7 +135,7 @@ class WakeHub:
         if not waiting:
             return
         for waiter in list(waiting)[:count]:
-            waiter.event.set()
+            waiter.wake()
             self.unregister(waiter)
 
     def jobs_arrived(self, counts: dict[str, int]) -> None:
@@ -149,6 +166,9 @@ class WakeHub:
     def stop_waiting(self) -> None:
         """Shutdown has begun: every waiting fetch answers now, with no jobs."""
         self._closed.set()
+        for waiting in list(self._waiters.values()):
+            for waiter in list(waiting):
+                waiter.wake()
 
     async def close(self) -> None:
         self.stop_waiting()
