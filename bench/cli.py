@@ -580,9 +580,12 @@ async def _run_one(args: argparse.Namespace, names: list[str], workers: int | No
     }
     if pg.get("data_directory") and os.path.isdir(os.path.dirname(pg["data_directory"])):
         out["fsync_probe_start"] = procstat.fsync_probe(os.path.dirname(pg["data_directory"]))
+    out["cpu_probe_start"] = procstat.cpu_probe()
     print(
         f"# fsync probe (8 kB write + fdatasync, PostgreSQL's disk): "
-        f"{out.get('fsync_probe_start')}",
+        f"{out.get('fsync_probe_start')}\n"
+        f"# cpu probe (1,000,000-iteration Python loop; higher = slower cores): "
+        f"{out['cpu_probe_start']}",
         flush=True,
     )
     if pg.get("autovacuum") == "off":
@@ -618,6 +621,7 @@ async def _run_one(args: argparse.Namespace, names: list[str], workers: int | No
         out["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if pg.get("data_directory") and os.path.isdir(os.path.dirname(pg["data_directory"])):
             out["fsync_probe_end"] = procstat.fsync_probe(os.path.dirname(pg["data_directory"]))
+        out["cpu_probe_end"] = procstat.cpu_probe()
         save()
         print(
             f"# wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}", flush=True

@@ -182,6 +182,24 @@ def restore(before: dict[int, int]) -> None:
             os.setpriority(os.PRIO_PROCESS, pid, value)
 
 
+def cpu_probe(rounds: int = 7) -> dict[str, float]:
+    """Milliseconds this machine takes for a fixed pure-Python loop (1,000,000 iterations), best
+    and median of ``rounds``. On a shared VM the same code's CPU per job swings by half from hour
+    to hour (the host's other tenants are invisible: no steal time is reported); this number,
+    taken at the start and the end of a run, says how fast the cores were meanwhile."""
+    import time
+
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i & 7
+        times.append(time.perf_counter() - started)
+    times.sort()
+    return {"best_ms": round(1e3 * times[0], 1), "median_ms": round(1e3 * times[rounds // 2], 1)}
+
+
 def fsync_probe(directory: str, seconds: float = 1.0) -> dict[str, float] | None:
     """How fast this disk makes an 8 kB write durable (write + fdatasync in a loop, as a WAL
     flush does). With synchronous_commit on, every commit waits for one such flush (shared by

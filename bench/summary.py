@@ -120,10 +120,12 @@ def main(files: list[str]) -> None:
     for p in paths:
         doc = json.loads(p.read_text())
         fs = doc.get("fsync_probe_start") or {}
+        cpu = [doc.get(k, {}).get("median_ms") for k in ("cpu_probe_start", "cpu_probe_end")]
         print(
             f"- `{p.name}`: commit {doc['git']['commit'][:8]}"
             f"{' + uncommitted server changes' if doc['git'].get('server_dirty') else ''}, "
             f"server workers {doc['server'].get('workers')}, nice {doc.get('nice')}, "
             f"load average at start {doc['machine']['loadavg_at_start'][0]:.1f}, fsync probe "
-            f"p50 {fs.get('p50_ms')} ms / p99 {fs.get('p99_ms')} ms"
+            f"p50 {fs.get('p50_ms')} ms / p99 {fs.get('p99_ms')} ms, cpu probe (median ms, "
+            f"start / end) {cpu[0]} / {cpu[1]}"
         )
