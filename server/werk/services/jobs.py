@@ -73,8 +73,8 @@ def new_jid() -> str:
 
 
 def new_jids(n: int) -> list[str]:
-    """``n`` jids from one read of the system's random source (one per job costs a syscall
-    each, a tenth of a batch push's server time)."""
+    """``n`` jids from one read of the system's random source (a read per job was 6 % of a batch
+    push's server profile)."""
     hexed = secrets.token_hex(12 * n)
     return [hexed[i : i + 24] for i in range(0, 24 * n, 24)]
 

@@ -70,7 +70,7 @@ class WakeHub:
         self._waiters: defaultdict[str, OrderedDict[Waiter, None]] = defaultdict(OrderedDict)
         self._outgoing: dict[str, int] = {}
         self._outgoing_ready = asyncio.Event()
-        self._closed = asyncio.Event()
+        self._closed = False
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- waiting ---------------------------------------------------------------------------
@@ -95,7 +95,7 @@ class WakeHub:
         """Returns the jobs a push stored reserved for this fetch, or None (look again) when
         woken, when ``seconds`` pass, when the hub closes, or when ``gone`` completes (the
         fetch's client left). A taken fetch always waits for its push's answer."""
-        if self._closed.is_set():
+        if self._closed:
             return None
         timer = asyncio.get_running_loop().call_later(seconds, waiter.wake)
         if gone is not None:
@@ -115,7 +115,7 @@ class WakeHub:
         already reserved for it. The taker must answer it (``hand_over``: with those jobs, or
         with [] to send the fetch looking again)."""
         waiting = self._waiters.get(queue)
-        if not waiting or self._closed.is_set():
+        if not waiting or self._closed:
             return None
         waiter = next((w for w in waiting if w.waiting and not w.answer.done()), None)
         if waiter is not None:
@@ -125,7 +125,7 @@ class WakeHub:
 
     @property
     def closed(self) -> bool:
-        return self._closed.is_set()
+        return self._closed
 
     # -- waking ----------------------------------------------------------------------------
 
@@ -165,7 +165,7 @@ class WakeHub:
 
     def stop_waiting(self) -> None:
         """Shutdown has begun: every waiting fetch answers now, with no jobs."""
-        self._closed.set()
+        self._closed = True
         for waiting in list(self._waiters.values()):
             for waiter in list(waiting):
                 waiter.wake()
