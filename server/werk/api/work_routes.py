@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from fastapi import APIRouter
@@ -30,11 +31,10 @@ async def fetch(
     """Reserve up to `count` jobs from `queues` (in order); long-poll up to `wait` seconds.
     A client that disconnects while waiting gets nothing reserved for it."""
     wait = min(body.wait, settings.max_fetch_wait)
-    if wait <= 0:
-        rows = await services.jobs.fetch(body.queues, body.wid, body.count, 0)
-    else:
-        async with disconnection(request.receive) as gone:
-            rows = await services.jobs.fetch(body.queues, body.wid, body.count, wait, gone)
+    # Only a long poll watches for the client leaving (a fetch that does not wait needs no task).
+    watch = disconnection(request.receive) if wait > 0 else contextlib.nullcontext(None)
+    async with watch as gone:
+        rows = await services.jobs.fetch(body.queues, body.wid, body.count, wait, gone)
     return JSON({"jobs": [job_view(r) for r in rows]})
 
 
