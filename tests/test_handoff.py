@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.support.helpers import sql
+from werk.services.jobs import JobSpec
 
 
 async def waiting_fetch(api, *, wid="w1", count=1, queues=("default",), wait=10.0):
@@ -95,3 +96,24 @@ async def test_many_pushes_many_waiters_each_job_once(api, database_url):
     assert len(got) == len(set(got))
     rows = await sql(database_url, "SELECT jid, state, wid FROM werk_jobs WHERE state = 'active'")
     assert sorted(got) == sorted(r["jid"] for r in rows)
+
+
+async def test_a_fetch_cancelled_while_its_push_commits_gets_its_job_handed_back(api, database_url):
+    """The push took the waiting fetch, then the fetch was cancelled before the commit answered
+    it: the job must not stay reserved for nobody until its lease runs out."""
+    jobs, hub = api.services.jobs, api.services.hub
+    fetch = asyncio.create_task(jobs.fetch(["default"], "w1", 1, 10.0))
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if any(w.waiting for ws in hub._waiters.values() for w in ws):
+            break
+    (waiter,) = {w for ws in hub._waiters.values() for w in ws}
+    push = asyncio.create_task(jobs.push_one(JobSpec(jobtype="x", jid="cancelled-0001")))
+    while not waiter.taken:  # the push has taken the fetch; its statement is in flight
+        await asyncio.sleep(0)
+    fetch.cancel()
+    result = await push
+    assert result.created and result.job["wid"] == "w1"  # stored reserved for the fetch…
+    (row,) = await sql(database_url, "SELECT state, attempt, wid, lease FROM werk_jobs")
+    assert dict(row) == {"state": "available", "attempt": 0, "wid": None, "lease": None}  # …back
+    assert fetch.cancelled()

@@ -115,6 +115,7 @@ def create_app(
             await hub.close()
             await services.maintenance.close()
             await listener.close()
+            await services.jobs.close()
             for closing in (pool, admin_pool):
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(closing.close(), 10)

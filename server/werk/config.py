@@ -60,7 +60,12 @@ class Settings(BaseSettings):
     workers: int = Field(1, ge=1, le=64, description="HTTP worker processes (uvicorn).")
 
     pool_min_size: int = Field(2, ge=1, description="Connections kept for the job traffic.")
-    pool_max_size: int = Field(10, ge=1, description="Connections at most for the job traffic.")
+    pool_max_size: int = Field(
+        10,
+        ge=4,
+        description="Connections at most for the job traffic (the single-push, ack and claim "
+        "writers keep one each; the rest serve batches, fails and extends).",
+    )
     admin_pool_max_size: int = Field(
         3, ge=1, description="Connections at most for maintenance, admin, dashboard and metrics."
     )

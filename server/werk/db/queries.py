@@ -10,9 +10,10 @@ from typing import Any
 
 import asyncpg
 
+from werk.db.held import HeldConnection
 from werk.db.sql import sql
 
-Executor = asyncpg.Pool | asyncpg.Connection
+Executor = asyncpg.Pool | asyncpg.Connection | HeldConnection
 
 # Counter rows are spread over this many shards so concurrent commits do not wait on one row lock.
 COUNTER_SHARDS = 16

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import secrets
 import uuid
@@ -16,12 +17,15 @@ import orjson
 
 from werk.db import queries
 from werk.db.failures import is_connection_error
-from werk.db.queries import NewJob
+from werk.db.held import HeldConnection
+from werk.db.queries import Executor, NewJob
 from werk.domain.clock import Clock
 from werk.domain.job import FailOutcome
 from werk.errors import InvalidRequest, JobNotFound, LeaseLost
 from werk.services.coalesce import Coalescer
 from werk.services.wakeup import Waiter, WakeHub, counts_by_queue
+
+log = logging.getLogger(__name__)
 
 Row = Mapping[str, Any]
 
@@ -101,11 +105,20 @@ class JobService:
         self._clock = clock
         self._hub = hub
         self._keep_completed = keep_completed
+        # Each coalescer writes one statement at a time, on a connection of its own.
+        self._push_db = HeldConnection(pool)
+        self._ack_db = HeldConnection(pool)
+        self._claim_db = HeldConnection(pool)
         self._singles: Coalescer[NewJob, PushResult] = Coalescer(
             self._store_singles, max_items=1000
         )
         self._acks: Coalescer[tuple[str, str], bool] = Coalescer(self._ack_together, max_items=1000)
         self._claims: Coalescer[_Claim, list[Row]] = Coalescer(self._claim_together, max_items=1000)
+
+    async def close(self) -> None:
+        """Give the held connections back (before the pool closes)."""
+        for held in (self._push_db, self._ack_db, self._claim_db):
+            await held.close()
 
     # -- producers -------------------------------------------------------------------------
 
@@ -122,7 +135,7 @@ class JobService:
                     errors=[{"loc": f"jobs.{i}.jid", "message": "duplicate jid in batch"}],
                 )
             seen.add(job.jid)
-        return await self._store(jobs)
+        return await self._store(jobs, self._pool)
 
     async def push_one(self, spec: JobSpec) -> PushResult:
         """Push a single job; concurrent single pushes share one statement and one commit."""
@@ -136,14 +149,16 @@ class JobService:
             unique.setdefault(job.jid, job)
         stored: dict[str, PushResult | Exception] = {}
         try:
-            stored.update((r.job["jid"], r) for r in await self._store(list(unique.values())))
+            stored.update(
+                (r.job["jid"], r) for r in await self._store(list(unique.values()), self._push_db)
+            )
         except Exception as exc:
             if len(unique) == 1 or is_connection_error(exc):
                 raise
             # One bad job must not fail the others: write them one by one.
             for job in unique.values():
                 try:
-                    (stored[job.jid],) = await self._store([job])
+                    (stored[job.jid],) = await self._store([job], self._push_db)
                 except Exception as single:
                     stored[job.jid] = single
         results: list[PushResult | Exception] = []
@@ -156,12 +171,12 @@ class JobService:
             results.append(result)
         return results
 
-    async def _store(self, jobs: Sequence[NewJob]) -> list[PushResult]:
+    async def _store(self, jobs: Sequence[NewJob], db: Executor) -> list[PushResult]:
         waiters = self._take_waiters(jobs)
         handed: dict[Waiter, list[Row]] = {w: [] for w in waiters if w is not None}
         try:
             inserted = await queries.push_jobs(
-                self._pool, self._clock.now(), jobs, [w.wid if w else None for w in waiters]
+                db, self._clock.now(), jobs, [w.wid if w else None for w in waiters]
             )
             by_jid = {r["jid"]: PushResult(job=r, created=True) for r in inserted}
             for job, waiter in zip(jobs, waiters, strict=True):
@@ -169,11 +184,15 @@ class JobService:
                 if waiter and row and row["state"] == "active" and row["wid"] == waiter.wid:
                     handed[waiter].append(row)
         finally:  # answer every taken fetch, with its jobs or with none (it looks again)
-            for waiter, rows in handed.items():
-                waiter.hand_over(rows)
+            undelivered = [r for w, rows in handed.items() if not w.hand_over(rows) for r in rows]
+        if undelivered:  # fetches cancelled meanwhile: their jobs are available again now
+            try:
+                await self.hand_back(undelivered)
+            except Exception as exc:  # the push itself committed; these wait out their lease
+                log.warning("could not hand back %d undelivered jobs: %s", len(undelivered), exc)
         if len(by_jid) < len(jobs):  # jids that existed: answer with the stored jobs
             missing = [j.jid for j in jobs if j.jid not in by_jid]
-            for row in await queries.get_jobs(self._pool, missing):
+            for row in await queries.get_jobs(db, missing):
                 by_jid[row["jid"]] = PushResult(job=row, created=False)
         results = [by_jid[j.jid] for j in jobs if j.jid in by_jid]
         self._hub.jobs_arrived(
@@ -285,12 +304,13 @@ class JobService:
                 chunk.append(i)
             statements.append(chunk)
         results: list[list[Row] | Exception] = [[] for _ in claims]
+        db: Executor = self._claim_db if len(statements) == 1 else self._pool
 
         async def run(members: list[int]) -> None:
             owners = [i for i in members for _ in range(claims[i].count)]
             try:
                 rows = await queries.fetch_jobs(
-                    self._pool,
+                    db,
                     self._clock.now(),
                     claims[members[0]].queues,
                     [claims[i].wid for i in owners],
@@ -316,7 +336,7 @@ class JobService:
 
     async def _ack_together(self, acks: Sequence[tuple[str, str]]) -> list[bool]:
         return await queries.ack_jobs(
-            self._pool,
+            self._ack_db,
             self._clock.now(),
             [jid for jid, _ in acks],
             [lease for _, lease in acks],

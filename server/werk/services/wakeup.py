@@ -48,10 +48,13 @@ class Waiter:
         if not self.taken and not self.answer.done():
             self.answer.set_result(None)
 
-    def hand_over(self, jobs: list[Any]) -> None:
-        """The taking push's answer: the jobs stored reserved for this fetch ([]: look again)."""
-        if not self.answer.done():
-            self.answer.set_result(jobs)
+    def hand_over(self, jobs: list[Any]) -> bool:
+        """The taking push's answer: the jobs stored reserved for this fetch ([]: look again).
+        False when the fetch was cancelled meanwhile: nobody will deliver the jobs."""
+        if self.answer.done():
+            return False
+        self.answer.set_result(jobs)
+        return True
 
 
 class WakeHub:
@@ -102,8 +105,10 @@ class WakeHub:
             gone.add_done_callback(waiter.wake)
         waiter.waiting = True
         try:
-            # Shielded: a cancelled fetch must not cancel the answer a push is about to give.
-            return await asyncio.shield(waiter.answer)
+            # Awaited directly (not shielded: that costs the answer a turn of the loop, and the
+            # push's own reply would go out first). A cancelled fetch cancels its answer; the
+            # push then sees hand_over refused and hands the jobs back.
+            return await waiter.answer
         finally:
             waiter.waiting = False
             timer.cancel()
