@@ -53,10 +53,20 @@ def _sql(name: str) -> str:
     return (SQL / f"{name}.sql").read_text()
 
 
+def _push_sql(jobs: str) -> str:
+    """job_push.sql with its jobs from ``jobs`` (job_push_many or job_push_one), as the server
+    puts it together (werk.db.sql.sql_with)."""
+    return _sql("job_push").replace("/*jobs*/", _sql(jobs))
+
+
 def _push_args(n: int) -> list[Any]:
     jids = [secrets.token_hex(12) for _ in range(n)]
     return [None, jids, ["noop"] * n, [QUEUE] * n, ["[]"] * n, [0] * n, [1800] * n, [25] * n,
             [0] * n, ["{}"] * n, [None] * n, 0, [None] * n]  # fmt: skip
+
+
+def _push_one_args() -> list[Any]:
+    return [None, secrets.token_hex(12), "noop", QUEUE, "[]", 0, 1800, 25, 0, "{}", None, 0, None]
 
 
 async def _connect(ctx: Context, lean: bool = False) -> asyncpg.Connection:
@@ -102,7 +112,7 @@ async def _measure(
 
 async def push_batches(ctx: Context, *, lean: bool, batch: int = 1000) -> dict[str, Any]:
     """job_push.sql with ``batch`` jobs per statement, ``ctx.jobs`` jobs over two connections."""
-    statement = _sql("job_push")
+    statement = _push_sql("job_push_many")
     per_connection = max(ctx.jobs // CONNECTIONS // batch, 1)
 
     async def work(conn: asyncpg.Connection) -> int:
@@ -148,7 +158,7 @@ async def idle_round_trips(ctx: Context, samples: int = 300) -> dict[str, Any]:
     conn = await _connect(ctx)
     http = Connection(ctx.target.host, ctx.target.port)
     await http.connect()
-    push = _sql("job_push")
+    push = _push_sql("job_push_one")
 
     async def measure(once: Callable[[], Awaitable[Any]]) -> dict[str, float]:
         times = []
@@ -163,7 +173,7 @@ async def idle_round_trips(ctx: Context, samples: int = 300) -> dict[str, Any]:
         return {
             "interval_ms": gap * 1e3,
             "select_1": await measure(lambda: conn.fetchval("SELECT 1")),
-            "push_one_job_sql": await measure(lambda: conn.fetch(push, *_push_args(1))),
+            "push_one_job_sql": await measure(lambda: conn.fetch(push, *_push_one_args())),
             "http_livez": await measure(lambda: http.request("GET", "/livez")),
         }
     finally:

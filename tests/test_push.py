@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.support.helpers import count_jobs
+from werk.db.sql import sql_with
 
 
 async def test_push_returns_the_stored_job_with_defaults(api):
@@ -239,3 +240,33 @@ async def test_get_unknown_job_is_404(api):
     r = await api.http.get("/v1/jobs/does-not-exist")
     assert r.status_code == 404
     assert r.json()["code"] == "job_not_found"
+
+
+async def test_a_lone_job_and_a_batch_store_the_same_job(api):
+    """One job is written by a statement of plain values, several by one of arrays
+    (job_push_one.sql, job_push_many.sql): both must store a job the same way."""
+    spec = {
+        "jobtype": "same",
+        "args": [1, {"a": [2]}],
+        "queue": "q-same",
+        "priority": 7,
+        "reserve_for": 90,
+        "retry": 3,
+        "backtrace": 5,
+        "custom": {"k": "v"},
+        "at": (api.clock.now() + timedelta(minutes=1)).isoformat(),
+    }
+    alone = (await api.http.post("/v1/jobs", json={**spec, "jid": "same-one"})).json()
+    r = await api.http.post(
+        "/v1/jobs/batch",
+        json={"jobs": [{**spec, "jid": "same-many-1"}, {**spec, "jid": "same-many-2"}]},
+    )
+    assert r.status_code == 201, r.text
+    for job in r.json()["jobs"]:
+        assert {**job, "jid": "same-one"} == alone
+    assert alone["state"] == "scheduled" and alone["custom"] == {"k": "v"}
+
+
+def test_sql_with_needs_its_marker_exactly_once():
+    with pytest.raises(ValueError, match="exactly once"):
+        sql_with("job_fetch", "jobs", "job_push_one")

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from werk.db.held import HeldConnection
-from werk.db.sql import sql
+from werk.db.sql import sql, sql_with
 
 Executor = asyncpg.Pool | asyncpg.Connection | HeldConnection
 
@@ -46,8 +46,15 @@ async def push_jobs(
 ) -> list[Any]:
     """Insert the jobs whose jid is new; returns the inserted rows. ``handoffs``: per job, the
     worker id of a fetch waiting for it, which gets it reserved at once (when due, not paused)."""
+    if len(jobs) == 1:
+        (j,), (wid,) = jobs, handoffs
+        return await db.fetch(
+            sql_with("job_push", "jobs", "job_push_one"),
+            now, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
+            j.backtrace, j.custom, j.at, _shard(), wid,
+        )  # fmt: skip
     return await db.fetch(
-        sql("job_push"),
+        sql_with("job_push", "jobs", "job_push_many"),
         now,
         [j.jid for j in jobs],
         [j.jobtype for j in jobs],

@@ -1,9 +1,11 @@
--- Push a batch (one job is a batch of one). Existing jids are left alone (a retried push is
--- idempotent); only the jobs inserted are returned, the caller reads the others (job_get_many).
--- $1 now (NULL = database clock), $2..$11 per-job arrays, $12 counter shard, $13 per job the
+-- Push jobs. Existing jids are left alone (a retried push is idempotent); only the jobs inserted
+-- are returned, the caller reads the others (job_get_many).
+-- $1 now (NULL = database clock), $2..$11 the jobs' fields, $12 counter shard, $13 per job the
 -- worker id of a fetch waiting for it on this node (NULL: none): such a job, if it is due and
 -- its queue is not paused, is stored already reserved by that worker (attempt 1, fresh lease),
 -- so the waiting fetch is answered by this commit without a claim of its own.
+-- The jobs come from job_push_many.sql (arrays, one element per job) or job_push_one.sql (plain
+-- values: a lone job's statement is 0.1 ms quicker without eleven one-element arrays).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -13,10 +15,8 @@ input AS (
            t.wid IS NOT NULL AND (t.at IS NULL OR t.at <= c.now)
              AND NOT EXISTS (SELECT 1 FROM werk_queues p WHERE p.name = t.queue AND p.paused)
              AS handed
-    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[],
-                $9::int[], $10::text[], $11::timestamptz[], $13::text[])
-         WITH ORDINALITY AS t(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace,
-                              custom, at, wid, ord)
+    FROM /*jobs*/ AS t(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace,
+                       custom, at, wid, ord)
     CROSS JOIN clock c
 ),
 inserted AS (
