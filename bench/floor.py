@@ -54,9 +54,13 @@ def _sql(name: str) -> str:
 
 
 def _push_sql(jobs: str) -> str:
-    """job_push.sql with its jobs from ``jobs`` (job_push_many or job_push_one), as the server
-    puts it together (werk.db.sql.sql_with)."""
-    return _sql("job_push").replace("/*jobs*/", _sql(jobs))
+    """job_push.sql with its jobs from ``jobs`` (job_push_many or job_push_one) answering with
+    the inserted rows, as the server puts it together (werk.db.sql.sql_with)."""
+    return (
+        _sql("job_push")
+        .replace("/*jobs*/", _sql(jobs))
+        .replace("/*answer*/", _sql("job_push_rows"))
+    )
 
 
 def _push_args(n: int) -> list[Any]:

@@ -103,7 +103,10 @@ class Connection:
         _, proto = await loop.create_connection(_Protocol, self.host, self.port)
         self._proto = proto
 
-    async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    async def request(
+        self, method: str, path: str, body: bytes | None = None, headers: bytes = b""
+    ) -> tuple[int, bytes]:
+        """``headers``: extra header lines, each ending in CRLF."""
         if self._proto is None or self._proto._closed:
             await self.connect()
         proto = self._proto
@@ -115,6 +118,7 @@ class Connection:
             head = (
                 f"{method} {path} HTTP/1.1\r\n".encode()
                 + self._hostline
+                + headers
                 + b"Content-Type: application/json\r\nContent-Length: "
                 + str(len(body)).encode()
                 + b"\r\n\r\n"
@@ -136,9 +140,13 @@ class Connection:
         return body
 
     async def post_raw(
-        self, path: str, body: bytes, expect: tuple[int, ...] = (200, 201, 204)
+        self,
+        path: str,
+        body: bytes,
+        expect: tuple[int, ...] = (200, 201, 204),
+        headers: bytes = b"",
     ) -> bytes:
-        status, resp = await self.request("POST", path, body)
+        status, resp = await self.request("POST", path, body, headers)
         if status not in expect:
             raise HTTPError(status, resp)
         return resp

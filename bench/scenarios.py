@@ -242,21 +242,25 @@ async def push_single(ctx: Context, clients: int, queue: str = QUEUE) -> dict[st
     return r
 
 
-async def push_batch(ctx: Context, batch: int, clients: int, queue: str = QUEUE) -> dict[str, Any]:
+async def push_batch(
+    ctx: Context, batch: int, clients: int, queue: str = QUEUE, *, minimal: bool = False
+) -> dict[str, Any]:
+    """``minimal``: ask for the short answer (``Prefer: return=minimal``: jids, not jobs)."""
     requests = max(1, ctx.jobs // batch)
     n = requests * batch
     body = _batch_body(queue, batch)
+    headers = b"Prefer: return=minimal\r\n" if minimal else b""
     clients = min(clients, requests)
     conns = await _connections(ctx, clients)
     for c in conns:  # warm-up
-        await c.post_raw("/v1/jobs/batch", body, expect=(201,))
+        await c.post_raw("/v1/jobs/batch", body, expect=(201,), headers=headers)
     remaining = requests
 
     async def one(conn: Connection) -> None:
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
-            await conn.post_raw("/v1/jobs/batch", body, expect=(201,))
+            await conn.post_raw("/v1/jobs/batch", body, expect=(201,), headers=headers)
 
     async def run() -> int:
         await asyncio.gather(*(one(c) for c in conns))

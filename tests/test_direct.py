@@ -134,3 +134,23 @@ async def test_oversized_and_unsized_bodies_meet_the_limit(make_api: Callable[..
     small = await api.http.post("/v1/jobs", json={"jobtype": "a", "args": ["x" * 100]})
     assert small.status_code == 201
     assert (await api.http.get("/v1/info")).json()["totals"]["enqueued"] == 1
+
+
+@pytest.mark.parametrize("path", ["direct", "fastapi"])
+async def test_prefer_return_minimal_on_both_paths(
+    api: InProcess, fastapi_calls: list[str], path: str
+) -> None:
+    body = b'{"jobs": [{"jobtype": "a", "jid": "both-paths-1"}]}'
+
+    async def streamed() -> Any:  # no Content-Length: FastAPI answers
+        yield body
+
+    r = await api.http.post(
+        "/v1/jobs/batch",
+        content=body if path == "direct" else streamed(),
+        headers={"content-type": "application/json", "prefer": "return=minimal"},
+    )
+    assert r.status_code == 201, r.text
+    assert r.json() == {"jids": ["both-paths-1"], "created": 1, "existed": []}
+    assert r.headers["preference-applied"] == "return=minimal"
+    assert fastapi_calls == ([] if path == "direct" else ["/v1/jobs/batch"])

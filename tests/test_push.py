@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tests.support.helpers import count_jobs
+from werk.api.jobs_routes import wants_minimal
 from werk.db.sql import sql_with
 
 
@@ -269,4 +271,67 @@ async def test_a_lone_job_and_a_batch_store_the_same_job(api):
 
 def test_sql_with_needs_its_marker_exactly_once():
     with pytest.raises(ValueError, match="exactly once"):
-        sql_with("job_fetch", "jobs", "job_push_one")
+        sql_with("job_fetch", jobs="job_push_one")
+
+
+async def test_prefer_return_minimal_answers_a_batch_with_its_jids(api):
+    await api.http.post("/v1/jobs", json={"jobtype": "x", "jid": "min-existing"})
+    jobs = [
+        {"jobtype": "x", "jid": "min-0001", "args": [1], "priority": 3},
+        {"jobtype": "x"},  # jid generated
+        {"jobtype": "x", "jid": "min-existing", "args": ["ignored"]},
+        {
+            "jobtype": "x",
+            "jid": "min-later",
+            "at": (api.clock.now() + timedelta(hours=1)).isoformat(),
+        },
+    ]
+    r = await api.http.post(
+        "/v1/jobs/batch", json={"jobs": jobs}, headers={"Prefer": "return=minimal"}
+    )
+    assert r.status_code == 201, r.text
+    assert r.headers["preference-applied"] == "return=minimal"
+    answer = r.json()
+    assert set(answer) == {"jids", "created", "existed"}
+    first, generated, existing, later = answer["jids"]
+    assert (first, existing, later) == ("min-0001", "min-existing", "min-later")
+    assert len(generated) >= 8 and generated not in (first, existing, later)
+    assert (answer["created"], answer["existed"]) == (3, ["min-existing"])
+    stored = {jid: (await api.http.get(f"/v1/jobs/{jid}")).json() for jid in answer["jids"]}
+    assert (stored["min-0001"]["args"], stored["min-0001"]["priority"]) == ([1], 3)
+    assert stored[generated]["state"] == "available"
+    assert stored["min-existing"]["args"] == []
+    assert stored["min-later"]["state"] == "scheduled"
+
+
+async def test_a_fetch_waiting_when_a_minimal_batch_lands_is_woken_and_gets_a_job(api):
+    fetch = asyncio.create_task(
+        api.http.post("/v1/fetch", json={"queues": ["q-min"], "wid": "w1", "wait": 10})
+    )
+    for _ in range(200):  # until the fetch is parked
+        await asyncio.sleep(0.01)
+        if api.services.hub._waiters.get("q-min"):
+            break
+    r = await api.http.post(
+        "/v1/jobs/batch",
+        json={"jobs": [{"jobtype": "x", "queue": "q-min", "jid": "min-woken"}]},
+        headers={"Prefer": "return=minimal"},
+    )
+    assert r.json()["jids"] == ["min-woken"]
+    (job,) = (await fetch).json()["jobs"]
+    assert (job["jid"], job["state"], job["wid"]) == ("min-woken", "active", "w1")
+
+
+@pytest.mark.parametrize(
+    ("header", "minimal"),
+    [
+        ("return=minimal", True),
+        ("respond-async, return=minimal", True),
+        ('Return = "MINIMAL"; extra=1', True),
+        ("return=representation", False),
+        ("minimal", False),
+        ("", False),
+    ],
+)
+def test_prefer_header_parsing(header, minimal):
+    assert wants_minimal(header) is minimal

@@ -202,6 +202,7 @@ export interface paths {
         /**
          * Push Batch
          * @description Push many jobs in one transaction: all are stored, or none (per-item errors reported).
+         *     Answers with the stored jobs, or with `Prefer: return=minimal` with their jids only.
          */
         post: operations["jobs-push-batch"];
         delete?: never;
@@ -914,6 +915,24 @@ export interface components {
             /** Wid */
             wid: string | null;
         };
+        /**
+         * JobBatchJids
+         * @description The short answer to a batch push sent with ``Prefer: return=minimal``.
+         */
+        JobBatchJids: {
+            /** Created */
+            created: number;
+            /**
+             * Existed
+             * @description The jids that were stored already (nothing new stored).
+             */
+            existed: string[];
+            /**
+             * Jids
+             * @description Every job's jid, in the order pushed (generated ones too).
+             */
+            jids: string[];
+        };
         /** JobBatchPush */
         JobBatchPush: {
             /** Jobs */
@@ -1469,7 +1488,10 @@ export interface operations {
     "jobs-push-batch": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description `return=minimal` (RFC 7240): answer a batch with the jids only, not the stored jobs. The answer then says `Preference-Applied: return=minimal`. */
+                prefer?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1485,7 +1507,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JobBatchPushed"];
+                    "application/json": components["schemas"]["JobBatchPushed"] | components["schemas"]["JobBatchJids"];
                 };
             };
             /** @description invalid_request */

@@ -42,8 +42,8 @@ _JID_SEGMENT = re.compile(r"[^/\x00]{1,200}")
 @dataclass(frozen=True, slots=True)
 class DirectRoute:
     """``path`` may hold one ``{jid}`` segment. The endpoint takes keyword arguments among
-    ``body`` (its annotation is the request model), ``services``, ``settings``, ``jid`` and
-    ``request`` (its body already read)."""
+    ``body`` (its annotation is the request model), ``services``, ``settings``, ``jid``,
+    ``prefer`` (the Prefer header) and ``request`` (its body already read)."""
 
     method: str
     path: str
@@ -151,6 +151,7 @@ class DirectRoutes:
             "services": app.state.services,
             "settings": app.state.settings,
             "jid": jid,
+            "prefer": headers.prefer,
         }
         kwargs = {name: available[name] for name in plan.wants if name != "request"}
         if "request" in plan.wants:  # the body is read: its receive has nothing to replay
@@ -159,11 +160,12 @@ class DirectRoutes:
 
 
 class _Headers:
-    __slots__ = ("authorization", "content_length", "content_type")
+    __slots__ = ("authorization", "content_length", "content_type", "prefer")
 
     def __init__(self, scope: Scope) -> None:
         self.content_type = self.authorization = b""
         self.content_length = -1
+        self.prefer: str | None = None
         for name, value in scope["headers"]:
             if name == b"content-type":
                 self.content_type = value
@@ -171,6 +173,8 @@ class _Headers:
                 self.authorization = value
             elif name == b"content-length" and value.isdigit():
                 self.content_length = int(value)
+            elif name == b"prefer" and self.prefer is None:  # the first, as FastAPI's Header
+                self.prefer = value.decode("latin-1")
 
     def plain_json(self, max_body_bytes: int) -> bool:
         """A JSON body of declared length within the limit (else BodyLimit and FastAPI answer)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Header
 from starlette.responses import Response
 
 from werk.api import schemas
@@ -13,6 +15,22 @@ from werk.errors import InvalidRequest
 from werk.services.jobs import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=schemas.INVALID_REQUEST)
+
+
+_PREFER = (
+    "`return=minimal` (RFC 7240): answer a batch with the jids only, not the stored jobs. "
+    "The answer then says `Preference-Applied: return=minimal`."
+)
+
+
+def wants_minimal(prefer: str) -> bool:
+    """Whether a Prefer header (RFC 7240: comma-separated, parameters after ';') holds
+    return=minimal."""
+    for item in prefer.split(","):
+        name, _, value = item.split(";", 1)[0].partition("=")
+        if name.strip().lower() == "return" and value.strip().strip('"').lower() == "minimal":
+            return True
+    return False
 
 
 def _spec(p: schemas.JobPush) -> JobSpec:
@@ -47,18 +65,30 @@ async def push(body: schemas.JobPush, services: ServicesDep) -> Response:
     "/jobs/batch",
     operation_id="jobs-push-batch",
     status_code=201,
-    response_model=schemas.JobBatchPushed,
+    response_model=schemas.JobBatchPushed | schemas.JobBatchJids,
 )
 async def push_batch(
-    body: schemas.JobBatchPush, services: ServicesDep, settings: SettingsDep
+    body: schemas.JobBatchPush,
+    services: ServicesDep,
+    settings: SettingsDep,
+    prefer: Annotated[str | None, Header(description=_PREFER)] = None,
 ) -> Response:
-    """Push many jobs in one transaction: all are stored, or none (per-item errors reported)."""
+    """Push many jobs in one transaction: all are stored, or none (per-item errors reported).
+    Answers with the stored jobs, or with `Prefer: return=minimal` with their jids only."""
     if len(body.jobs) > settings.max_batch:
         raise InvalidRequest(
             f"a batch holds at most {settings.max_batch} jobs; this one has {len(body.jobs)}",
             errors=[{"loc": "jobs", "message": f"at most {settings.max_batch} items"}],
         )
-    results = await services.jobs.push([_spec(j) for j in body.jobs])
+    specs = [_spec(j) for j in body.jobs]
+    if prefer is not None and wants_minimal(prefer):
+        jids, existed = await services.jobs.push_jids(specs)
+        return JSON(
+            {"jids": jids, "created": len(jids) - len(existed), "existed": existed},
+            status_code=201,
+            headers={"Preference-Applied": "return=minimal"},
+        )
+    results = await services.jobs.push(specs)
     return JSON(
         {"jobs": [job_view(r.job) for r in results], "created": sum(r.created for r in results)},
         status_code=201,

@@ -175,6 +175,18 @@ class JobBatchPushed(BaseModel):
     created: int
 
 
+class JobBatchJids(BaseModel):
+    """The short answer to a batch push sent with `Prefer: return=minimal`."""
+
+    jids: list[str] = Field(
+        description="Every job's jid, in the order pushed (generated ones too)."
+    )
+    created: int
+    existed: list[str] = Field(
+        description="The jids that were stored already (nothing new stored)."
+    )
+
+
 class Fetch(_Strict):
     queues: list[QueueName] = Field(
         min_length=1, max_length=100, description="Tried strictly in this order."

@@ -42,19 +42,25 @@ async def push_jobs(
     db: Executor,
     now: datetime | None,
     jobs: Sequence[NewJob],
-    handoffs: Sequence[str | None],
+    handoffs: Sequence[str | None] | None,
+    *,
+    rows: bool = True,
 ) -> list[Any]:
-    """Insert the jobs whose jid is new; returns the inserted rows. ``handoffs``: per job, the
-    worker id of a fetch waiting for it, which gets it reserved at once (when due, not paused)."""
+    """Insert the jobs whose jid is new; returns the inserted rows (``rows``) or their jid,
+    queue and state. ``handoffs``: per job, the worker id of a fetch waiting for it, which gets
+    it reserved at once (when due, not paused); None: no job is handed off."""
+    answer = "job_push_rows" if rows else "job_push_jids"
+    if handoffs is None:
+        handoffs = [None] * len(jobs)
     if len(jobs) == 1:
         (j,), (wid,) = jobs, handoffs
         return await db.fetch(
-            sql_with("job_push", "jobs", "job_push_one"),
+            sql_with("job_push", jobs="job_push_one", answer=answer),
             now, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
             j.backtrace, j.custom, j.at, _shard(), wid,
         )  # fmt: skip
     return await db.fetch(
-        sql_with("job_push", "jobs", "job_push_many"),
+        sql_with("job_push", jobs="job_push_many", answer=answer),
         now,
         [j.jid for j in jobs],
         [j.jobtype for j in jobs],

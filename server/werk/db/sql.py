@@ -12,11 +12,14 @@ def sql(name: str) -> str:
 
 
 @cache
-def sql_with(name: str, marker: str, part: str) -> str:
-    """Statement ``name`` with its ``/*marker*/`` replaced by the text of file ``part``: one
-    statement written once for inputs of different shapes. Both are files of this package."""
-    tag = f"/*{marker}*/"
+def sql_with(name: str, **parts: str) -> str:
+    """Statement ``name`` with each ``/*marker*/`` replaced by the text of the file given for it
+    (``marker=file``): one statement written once for inputs or answers of different shapes.
+    Every name is a file of this package, never input."""
     text = sql(name)
-    if text.count(tag) != 1:
-        raise ValueError(f"{name}.sql must hold {tag} exactly once")
-    return text.replace(tag, sql(part))
+    for marker, part in parts.items():
+        tag = f"/*{marker}*/"
+        if text.count(tag) != 1:
+            raise ValueError(f"{name}.sql must hold {tag} exactly once")
+        text = text.replace(tag, sql(part))
+    return text

@@ -125,17 +125,20 @@ class JobService:
     async def push(self, specs: Sequence[JobSpec]) -> list[PushResult]:
         """Store the jobs in one transaction (all or nothing). An existing jid is not pushed again;
         its stored job is returned instead."""
-        fresh = iter(new_jids(sum(1 for s in specs if not s.jid)))
-        jobs = [_to_new_job(s, s.jid or next(fresh)) for s in specs]
-        seen: set[str] = set()
-        for i, job in enumerate(jobs):
-            if job.jid in seen:
-                raise InvalidRequest(
-                    f"jid {job.jid!r} appears twice in the batch",
-                    errors=[{"loc": f"jobs.{i}.jid", "message": "duplicate jid in batch"}],
-                )
-            seen.add(job.jid)
-        return await self._store(jobs, self._pool)
+        return await self._store(_new_jobs(specs), self._pool)
+
+    async def push_jids(self, specs: Sequence[JobSpec]) -> tuple[list[str], list[str]]:
+        """As ``push``, answered with every job's jid (in order) and the jids that existed.
+        Nothing is read back, and no job is stored reserved for a waiting fetch: those fetches
+        are woken and claim. For producers that keep no more than the jids."""
+        jobs = _new_jobs(specs)
+        inserted = await queries.push_jobs(self._pool, self._clock.now(), jobs, None, rows=False)
+        self._hub.jobs_arrived(
+            counts_by_queue(r["queue"] for r in inserted if r["state"] == "available")
+        )
+        stored = {r["jid"] for r in inserted}
+        jids = [j.jid for j in jobs]
+        return jids, [jid for jid in jids if jid not in stored]
 
     async def push_one(self, spec: JobSpec) -> PushResult:
         """Push a single job; concurrent single pushes share one statement and one commit."""
@@ -484,6 +487,21 @@ def _fail_result(jid: str, row: Row) -> FailResult:
     outcome = _OUTCOMES[row["outcome"]]
     next_at = row["run_at"] if outcome is FailOutcome.SCHEDULED else None
     return FailResult(jid=jid, outcome=outcome, next_at=next_at)
+
+
+def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
+    """The jobs of one batch, jids generated where absent; a jid twice is the caller's error."""
+    fresh = iter(new_jids(sum(1 for s in specs if not s.jid)))
+    jobs = [_to_new_job(s, s.jid or next(fresh)) for s in specs]
+    seen: set[str] = set()
+    for i, job in enumerate(jobs):
+        if job.jid in seen:
+            raise InvalidRequest(
+                f"jid {job.jid!r} appears twice in the batch",
+                errors=[{"loc": f"jobs.{i}.jid", "message": "duplicate jid in batch"}],
+            )
+        seen.add(job.jid)
+    return jobs
 
 
 def _to_new_job(spec: JobSpec, jid: str) -> NewJob:

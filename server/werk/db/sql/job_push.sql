@@ -5,7 +5,8 @@
 -- its queue is not paused, is stored already reserved by that worker (attempt 1, fresh lease),
 -- so the waiting fetch is answered by this commit without a claim of its own.
 -- The jobs come from job_push_many.sql (arrays, one element per job) or job_push_one.sql (plain
--- values: a lone job's statement is 0.1 ms quicker without eleven one-element arrays).
+-- values: a lone job's statement is 0.1 ms quicker without eleven one-element arrays); the answer
+-- is job_push_rows.sql (the inserted jobs) or job_push_jids.sql (their jids, queues and states).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -46,4 +47,4 @@ counted AS (
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET pushed = k.pushed + excluded.pushed
 )
-SELECT * FROM inserted
+/*answer*/

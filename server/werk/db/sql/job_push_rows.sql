@@ -1,0 +1,2 @@
+-- job_push.sql's answer: the inserted jobs.
+SELECT * FROM inserted
