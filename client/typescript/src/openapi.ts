@@ -917,7 +917,7 @@ export interface components {
         };
         /**
          * JobBatchJids
-         * @description The short answer to a batch push sent with ``Prefer: return=minimal``.
+         * @description The short answer to a batch push sent with `Prefer: return=minimal`.
          */
         JobBatchJids: {
             /** Created */
