@@ -185,9 +185,17 @@ class Runner:
     async def sdk(self) -> None:
         """The Python SDK: producer calls, and one werk-worker process (see bench/sdk.py)."""
         c = self.ctx
-        for batch in (1, 1000):
-            label = "Client.push" if batch == 1 else f"push_many batch={batch}"
-            await self.rate("sdk", label, {"jobs": c.jobs}, functools.partial(sdk.push, c, batch))
+        for label, batch, jids_only in (
+            ("Client.push", 1, False),
+            ("push_many batch=1000", 1000, False),
+            ("push_jids batch=1000", 1000, True),
+        ):
+            await self.rate(
+                "sdk",
+                label,
+                {"jobs": c.jobs},
+                functools.partial(sdk.push, c, batch, jids_only=jids_only),
+            )
         for fetch_size, handler in ((1, "async"), (100, "async"), (100, "sync")):
             await self.rate(
                 "sdk",

@@ -1,7 +1,7 @@
 """The `sdk` scenario: the same work through the Python SDK (client/python) instead of the lean
-client: ``Client.push`` one job per call, ``Client.push_many`` in batches of 1,000, and one
-``werk-worker`` process (the SDK's worker CLI, concurrency 50) running no-op handlers with
-fetches of 1 and of 100 jobs.
+client: ``Client.push`` one job per call, ``Client.push_many`` and ``Client.push_jids`` in
+batches of 1,000, and one ``werk-worker`` process (the SDK's worker CLI, concurrency 50) running
+no-op handlers with fetches of 1 and of 100 jobs.
 
 The worker's jobs are seeded into a paused queue and the worker is started and left to reach its
 first long poll before the clock starts; the run is then: resume the queue, wait until the queue
@@ -31,20 +31,22 @@ def _url(ctx: Context) -> str:
     return f"http://{ctx.target.host}:{ctx.target.port}"
 
 
-async def push(ctx: Context, batch: int) -> dict[str, Any]:
+async def push(ctx: Context, batch: int, *, jids_only: bool = False) -> dict[str, Any]:
     """``ctx.jobs`` jobs from one producer thread: ``Client.push`` per job when ``batch`` is 1,
-    else ``Client.push_many`` with ``batch`` jobs per call."""
+    else ``Client.push_many`` (or, ``jids_only``, ``Client.push_jids``) with ``batch`` jobs per
+    call."""
     n = ctx.jobs
 
     def produce() -> int:
         with Client(_url(ctx)) as client:
+            push_batch = client.push_jids if jids_only else client.push_many
             if batch == 1:
                 for i in range(n):
                     client.push("noop", [i], queue=QUEUE)
             else:
                 for offset in range(0, n, batch):
                     k = min(batch, n - offset)
-                    client.push_many(JobSpec("noop", [offset + i], queue=QUEUE) for i in range(k))
+                    push_batch(JobSpec("noop", [offset + i], queue=QUEUE) for i in range(k))
         return n
 
     return await _timed(ctx, lambda: asyncio.to_thread(produce))

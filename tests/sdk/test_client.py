@@ -46,6 +46,11 @@ def test_scheduled_push_and_push_many(werk_server):
         result = client.push_many(specs)
         assert result.created == 1500 and [j.jid for j in result.jobs] == [s.jid for s in specs]
         assert client.push_many(specs[:10]).created == 0
+        fresh = [JobSpec("jids", [i]) for i in range(1200)]
+        short = client.push_jids([*fresh, specs[0]])
+        assert short.jids == [s.jid for s in fresh] + [specs[0].jid]
+        assert (short.created, short.existed) == (1200, [specs[0].jid])
+        assert client.get(fresh[1100].jid).args == [1100]
         info = client.info()
         assert info.totals.enqueued >= 1501 or info.states.get("available", 0) >= 1500
 
@@ -93,7 +98,9 @@ def test_worker_side_calls(werk_server):
 async def test_async_client_roundtrip(werk_server):
     async with AsyncClient(werk_server.url) as client:
         specs = [JobSpec("a", [i]) for i in range(5)]
-        await client.push_many(specs)
+        await client.push_many(specs[:3])
+        short = await client.push_jids(specs)
+        assert short.jids == [s.jid for s in specs] and short.created == 2
         jobs = await client.fetch(["default"], wid="w2", count=5, wait=1)
         assert sorted(j.args[0] for j in jobs) == list(range(5))
         result = await client.ack_many(

@@ -24,6 +24,7 @@ def test_all_is_pinned():
         "Middleware",
         "NoRetry",
         "PayloadTooLarge",
+        "PushJidsResult",
         "PushManyResult",
         "QueueInfo",
         "Registry",

@@ -200,6 +200,16 @@ class PushManyResult:
 
 
 @dataclass(frozen=True, slots=True)
+class PushJidsResult:
+    """What ``push_jids`` stored: every jid (in input order), how many were new, and the jids
+    that were stored already (nothing new stored for them)."""
+
+    jids: list[str]
+    created: int
+    existed: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class AckManyResult:
     """Outcome of a batch ack: jids acknowledged, and jids whose lease was no longer ours."""
 

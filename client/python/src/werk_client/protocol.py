@@ -19,6 +19,7 @@ from .models import (
     FailResult,
     JobRecord,
     JobSpec,
+    PushJidsResult,
     PushManyResult,
     ServerInfo,
     WorkerState,
@@ -59,6 +60,7 @@ class Call:
     json: Any = None
     idempotent: bool = True
     timeout: float | None = None
+    headers: Mapping[str, str] | None = None
 
 
 def _jid_path(jid: str, action: str = "") -> str:
@@ -120,8 +122,11 @@ def batches(specs: Iterable[JobSpec], size: int = MAX_BATCH) -> Iterable[list[Jo
         yield chunk
 
 
-def push_batch_call(specs: Sequence[JobSpec]) -> Call:
-    return Call("POST", "/v1/jobs/batch", {"jobs": [s.to_wire() for s in specs]})
+def push_batch_call(specs: Sequence[JobSpec], *, jids_only: bool = False) -> Call:
+    """``jids_only``: ask for the short answer (RFC 7240 ``Prefer: return=minimal``), the jids
+    instead of the stored jobs."""
+    headers = {"Prefer": "return=minimal"} if jids_only else None
+    return Call("POST", "/v1/jobs/batch", {"jobs": [s.to_wire() for s in specs]}, headers=headers)
 
 
 def parse_job(data: Any) -> JobRecord:
@@ -131,6 +136,25 @@ def parse_job(data: Any) -> JobRecord:
 def parse_push_batch(data: Any) -> PushManyResult:
     jobs = [JobRecord.from_wire(j) for j in data.get("jobs", [])]
     return PushManyResult(jobs=jobs, created=int(data.get("created", len(jobs))))
+
+
+def parse_push_jids(data: Any) -> PushJidsResult:
+    return PushJidsResult(
+        jids=[str(j) for j in data["jids"]],
+        created=int(data["created"]),
+        existed=[str(j) for j in data["existed"]],
+    )
+
+
+def merge_push_jids(results: Iterable[PushJidsResult]) -> PushJidsResult:
+    jids: list[str] = []
+    existed: list[str] = []
+    created = 0
+    for result in results:
+        jids.extend(result.jids)
+        existed.extend(result.existed)
+        created += result.created
+    return PushJidsResult(jids=jids, created=created, existed=existed)
 
 
 def merge_push_results(results: Iterable[PushManyResult]) -> PushManyResult:
