@@ -13,6 +13,7 @@ import type {
   Info,
   Job,
   JobPush,
+  PushJidsResult,
   PushManyResult,
   WorkerState,
 } from "./types.js";
@@ -39,6 +40,7 @@ interface Call {
   /** Extra time the server may legitimately take (long polls). */
   extraMs?: number;
   signal?: AbortSignal;
+  headers?: Record<string, string>;
 }
 
 /** A new job id: 32 hex characters. */
@@ -92,6 +94,23 @@ export class Client {
       const chunk = all.slice(start, start + MAX_BATCH);
       const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk } })) as PushManyResult;
       merged.jobs.push(...result.jobs);
+      merged.created += result.created;
+      if (all.length === 0) break;
+    }
+    return merged;
+  }
+
+  /** As `pushMany`, answered with the jids only (`Prefer: return=minimal`), not the stored jobs. */
+  async pushJids(jobs: JobPush[]): Promise<PushJidsResult> {
+    const all = jobs.map(withJid);
+    const merged: PushJidsResult = { jids: [], created: 0, existed: [] };
+    const headers = { prefer: "return=minimal" };
+    for (let start = 0; start < all.length || start === 0; start += MAX_BATCH) {
+      const chunk = all.slice(start, start + MAX_BATCH);
+      const body = { jobs: chunk };
+      const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body, headers })) as PushJidsResult;
+      merged.jids.push(...result.jids);
+      merged.existed.push(...result.existed);
       merged.created += result.created;
       if (all.length === 0) break;
     }
@@ -177,7 +196,7 @@ export class Client {
     try {
       response = await fetch(this.url + call.path, {
         method: call.method,
-        headers: this.headers,
+        headers: call.headers ? { ...this.headers, ...call.headers } : this.headers,
         body: call.body === undefined ? undefined : JSON.stringify(call.body),
         signal,
       });

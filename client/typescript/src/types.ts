@@ -10,6 +10,8 @@ export type JobPush = Schemas["JobPush"];
 export type JobState = Schemas["JobState"];
 export type Failure = Schemas["Failure"];
 export type PushManyResult = Schemas["JobBatchPushed"];
+/** The short answer to a batch push: every jid in input order, how many were new, which existed. */
+export type PushJidsResult = Schemas["JobBatchJids"];
 export type AckItem = Schemas["AckItem"];
 export type AckManyResult = Schemas["AckBatchResult"];
 export type FailResult = Schemas["FailResult"];

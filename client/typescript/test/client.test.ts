@@ -42,6 +42,12 @@ describe("Client", () => {
     const result = await client.pushMany(jobs);
     assert.equal(result.created, 1001);
     assert.equal(result.jobs.length, 1001);
+    const known = result.jobs[0]!.jid;
+    const short = await client.pushJids([
+      { jobtype: "bulk", args: [0], queue, jid: known },
+      { jobtype: "bulk", args: ["new"], queue, jid: `${queue}-new` },
+    ]);
+    assert.deepEqual(short, { jids: [known, `${queue}-new`], created: 1, existed: [known] });
     const fetched = await client.fetch({ queues: [queue], wid: "ts-client", count: 100 });
     assert.equal(fetched.length, 100);
     const acked = await client.ackMany(fetched.map((j) => ({ jid: j.jid, lease: j.lease! })));
