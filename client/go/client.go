@@ -81,13 +81,7 @@ func (c *Client) Push(ctx context.Context, spec JobSpec) (*Job, error) {
 
 // PushMany enqueues jobs, MaxBatch per request; each request is all-or-nothing.
 func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult, error) {
-	all := make([]JobSpec, len(specs))
-	for i, s := range specs {
-		if s.JID == "" {
-			s.JID = NewJID()
-		}
-		all[i] = s
-	}
+	all := withJIDs(specs)
 	merged := &PushManyResult{Jobs: []Job{}}
 	for start := 0; start < len(all) || start == 0; start += MaxBatch {
 		end := start + MaxBatch
@@ -106,6 +100,43 @@ func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult
 		}
 	}
 	return merged, nil
+}
+
+// PushJIDs is PushMany answered with the jids only (Prefer: return=minimal), not the stored jobs.
+func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult, error) {
+	all := withJIDs(specs)
+	merged := &PushJIDsResult{JIDs: []string{}, Existed: []string{}}
+	minimal := map[string]string{"Prefer": "return=minimal"}
+	for start := 0; start < len(all) || start == 0; start += MaxBatch {
+		end := start + MaxBatch
+		if end > len(all) {
+			end = len(all)
+		}
+		var part PushJIDsResult
+		body := map[string]any{"jobs": all[start:end]}
+		if err := c.callWith(ctx, "POST", "/v1/jobs/batch", minimal, body, &part, 0); err != nil {
+			return nil, err
+		}
+		merged.JIDs = append(merged.JIDs, part.JIDs...)
+		merged.Existed = append(merged.Existed, part.Existed...)
+		merged.Created += part.Created
+		if len(all) == 0 {
+			break
+		}
+	}
+	return merged, nil
+}
+
+// withJIDs copies specs, giving each one without a jid a new one (so a retried push stores once).
+func withJIDs(specs []JobSpec) []JobSpec {
+	all := make([]JobSpec, len(specs))
+	for i, s := range specs {
+		if s.JID == "" {
+			s.JID = NewJID()
+		}
+		all[i] = s
+	}
+	return all
 }
 
 // Get reads a job; ErrJobNotFound when there is none (completed jobs are deleted at ack).
@@ -187,6 +218,11 @@ func (c *Client) Beat(ctx context.Context, beat Beat) (string, error) {
 }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any, extra time.Duration) error {
+	return c.callWith(ctx, method, path, nil, in, out, extra)
+}
+
+// callWith is call with extra request headers.
+func (c *Client) callWith(ctx context.Context, method, path string, headers map[string]string, in, out any, extra time.Duration) error {
 	var payload []byte
 	if in != nil {
 		var err error
@@ -195,7 +231,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, ext
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		err := c.once(ctx, method, path, payload, out, extra)
+		err := c.once(ctx, method, path, headers, payload, out, extra)
 		e, ok := AsError(err)
 		if err == nil || !ok || !e.transient() || attempt >= c.Retries || ctx.Err() != nil {
 			return err
@@ -212,7 +248,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, ext
 	}
 }
 
-func (c *Client) once(ctx context.Context, method, path string, payload []byte, out any, extra time.Duration) error {
+func (c *Client) once(ctx context.Context, method, path string, headers map[string]string, payload []byte, out any, extra time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout+extra)
 	defer cancel()
 	var body io.Reader
@@ -228,6 +264,9 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 	req.Header.Set("User-Agent", "werk-client-go/"+Version)
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	for name, value := range headers {
+		req.Header.Set(name, value)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

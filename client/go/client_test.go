@@ -73,6 +73,15 @@ func TestPushManyAckManyAndLongPoll(t *testing.T) {
 	if err != nil || res.Created != 1001 || len(res.Jobs) != 1001 {
 		t.Fatalf("push many: %v created=%v", err, res)
 	}
+	known, fresh := res.Jobs[0].JID, queue+"-new"
+	short, err := c.PushJIDs(ctx, []JobSpec{
+		{JobType: "bulk", Args: []any{0}, Queue: queue, JID: known},
+		{JobType: "bulk", Args: []any{"new"}, Queue: queue, JID: fresh},
+	})
+	if err != nil || short.Created != 1 || len(short.JIDs) != 2 || short.JIDs[0] != known ||
+		short.JIDs[1] != fresh || len(short.Existed) != 1 || short.Existed[0] != known {
+		t.Fatalf("push jids: %v %+v", err, short)
+	}
 	jobs, _ := c.Fetch(ctx, FetchRequest{Queues: []string{queue}, WID: "go-client", Count: 100})
 	acks := make([]AckItem, len(jobs))
 	for i, j := range jobs {

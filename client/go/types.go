@@ -77,6 +77,14 @@ type PushManyResult struct {
 	Created int   `json:"created"`
 }
 
+// PushJIDsResult is the short answer to a batch push: every jid (in input order), how many were
+// new, and the jids that were stored already.
+type PushJIDsResult struct {
+	JIDs    []string `json:"jids"`
+	Created int      `json:"created"`
+	Existed []string `json:"existed"`
+}
+
 // FetchRequest asks for up to Count jobs (1..100; 0 means 1) from Queues, tried in order,
 // long-polling up to Wait seconds (0..30).
 type FetchRequest struct {
