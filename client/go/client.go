@@ -81,54 +81,39 @@ func (c *Client) Push(ctx context.Context, spec JobSpec) (*Job, error) {
 
 // PushMany enqueues jobs, MaxBatch per request; each request is all-or-nothing.
 func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult, error) {
-	all := withJIDs(specs)
 	merged := &PushManyResult{Jobs: []Job{}}
-	for start := 0; start < len(all) || start == 0; start += MaxBatch {
-		end := start + MaxBatch
-		if end > len(all) {
-			end = len(all)
-		}
+	for _, batch := range jobBatches(specs) {
 		var part PushManyResult
-		body := map[string]any{"jobs": all[start:end]}
-		if err := c.call(ctx, "POST", "/v1/jobs/batch", body, &part, 0); err != nil {
+		if err := c.call(ctx, "POST", "/v1/jobs/batch", map[string]any{"jobs": batch}, &part, 0); err != nil {
 			return nil, err
 		}
 		merged.Jobs = append(merged.Jobs, part.Jobs...)
 		merged.Created += part.Created
-		if len(all) == 0 {
-			break
-		}
 	}
 	return merged, nil
 }
 
 // PushJIDs is PushMany answered with the jids only (Prefer: return=minimal), not the stored jobs.
 func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult, error) {
-	all := withJIDs(specs)
 	merged := &PushJIDsResult{JIDs: []string{}, Existed: []string{}}
 	minimal := map[string]string{"Prefer": "return=minimal"}
-	for start := 0; start < len(all) || start == 0; start += MaxBatch {
-		end := start + MaxBatch
-		if end > len(all) {
-			end = len(all)
-		}
+	for _, batch := range jobBatches(specs) {
 		var part PushJIDsResult
-		body := map[string]any{"jobs": all[start:end]}
+		body := map[string]any{"jobs": batch}
 		if err := c.callWith(ctx, "POST", "/v1/jobs/batch", minimal, body, &part, 0); err != nil {
 			return nil, err
 		}
 		merged.JIDs = append(merged.JIDs, part.JIDs...)
 		merged.Existed = append(merged.Existed, part.Existed...)
 		merged.Created += part.Created
-		if len(all) == 0 {
-			break
-		}
 	}
 	return merged, nil
 }
 
-// withJIDs copies specs, giving each one without a jid a new one (so a retried push stores once).
-func withJIDs(specs []JobSpec) []JobSpec {
+// jobBatches copies specs into requests of at most MaxBatch jobs, giving each job without a jid a
+// new one (so a retried push stores once). No jobs still make one (empty) request: the server's
+// answer to it is the caller's.
+func jobBatches(specs []JobSpec) [][]JobSpec {
 	all := make([]JobSpec, len(specs))
 	for i, s := range specs {
 		if s.JID == "" {
@@ -136,7 +121,18 @@ func withJIDs(specs []JobSpec) []JobSpec {
 		}
 		all[i] = s
 	}
-	return all
+	batches := [][]JobSpec{}
+	for start := 0; start < len(all) || start == 0; start += MaxBatch {
+		end := start + MaxBatch
+		if end > len(all) {
+			end = len(all)
+		}
+		batches = append(batches, all[start:end])
+		if len(all) == 0 {
+			break
+		}
+	}
+	return batches
 }
 
 // Get reads a job; ErrJobNotFound when there is none (completed jobs are deleted at ack).

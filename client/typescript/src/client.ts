@@ -43,6 +43,20 @@ interface Call {
   headers?: Record<string, string>;
 }
 
+/**
+ * The jobs (each with a jid, so a retried push stores once) in requests of at most MAX_BATCH.
+ * No jobs still make one (empty) request: the server's answer to it is the caller's.
+ */
+function jobBatches(jobs: JobPush[]): JobPush[][] {
+  const all = jobs.map(withJid);
+  const batches: JobPush[][] = [];
+  for (let start = 0; start < all.length || start === 0; start += MAX_BATCH) {
+    batches.push(all.slice(start, start + MAX_BATCH));
+    if (all.length === 0) break;
+  }
+  return batches;
+}
+
 /** A new job id: 32 hex characters. */
 export function newJid(): string {
   return randomUUID().replaceAll("-", "");
@@ -88,31 +102,25 @@ export class Client {
 
   /** Enqueue many jobs, 1,000 per request; each request is all-or-nothing. */
   async pushMany(jobs: JobPush[]): Promise<PushManyResult> {
-    const all = jobs.map(withJid);
     const merged: PushManyResult = { jobs: [], created: 0 };
-    for (let start = 0; start < all.length || start === 0; start += MAX_BATCH) {
-      const chunk = all.slice(start, start + MAX_BATCH);
+    for (const chunk of jobBatches(jobs)) {
       const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk } })) as PushManyResult;
       merged.jobs.push(...result.jobs);
       merged.created += result.created;
-      if (all.length === 0) break;
     }
     return merged;
   }
 
   /** As `pushMany`, answered with the jids only (`Prefer: return=minimal`), not the stored jobs. */
   async pushJids(jobs: JobPush[]): Promise<PushJidsResult> {
-    const all = jobs.map(withJid);
     const merged: PushJidsResult = { jids: [], created: 0, existed: [] };
     const headers = { prefer: "return=minimal" };
-    for (let start = 0; start < all.length || start === 0; start += MAX_BATCH) {
-      const chunk = all.slice(start, start + MAX_BATCH);
+    for (const chunk of jobBatches(jobs)) {
       const body = { jobs: chunk };
       const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body, headers })) as PushJidsResult;
       merged.jids.push(...result.jids);
       merged.existed.push(...result.existed);
       merged.created += result.created;
-      if (all.length === 0) break;
     }
     return merged;
   }
