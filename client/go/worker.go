@@ -242,19 +242,24 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-time.After(grace):
-		cancelJobs()
+		// Take what is left before cancelling it: a cancelled handler leaves its job to Run and
+		// drops out of w.running, so a list taken after the cancellation could miss it (the job
+		// would then stay leased until its reservation expired).
 		w.mu.Lock()
 		left := make([]*runningJob, 0, len(w.running))
 		for _, r := range w.running {
-			left = append(left, r)
+			if r.claim() {
+				left = append(left, r)
+			}
 		}
 		w.mu.Unlock()
+		cancelJobs()
 		var giveUp sync.WaitGroup
 		for _, r := range left {
 			giveUp.Add(1)
 			go func(r *runningJob) {
 				defer giveUp.Done()
-				w.settleFailure(r, FailReport{ErrType: "Shutdown",
+				w.fail(r, FailReport{ErrType: "Shutdown",
 					Message: fmt.Sprintf("worker %s shut down before the job finished", w.WID)})
 			}(r)
 		}
@@ -469,9 +474,13 @@ func describe(err error) FailReport {
 }
 
 func (w *Worker) settleFailure(r *runningJob, report FailReport) {
-	if !r.claim() {
-		return
+	if r.claim() {
+		w.fail(r, report)
 	}
+}
+
+// fail reports a claimed job's failure.
+func (w *Worker) fail(r *runningJob, report FailReport) {
 	w.mu.Lock()
 	w.failed++
 	w.mu.Unlock()
