@@ -59,6 +59,7 @@ def _push_sql(jobs: str) -> str:
     return (
         _sql("job_push")
         .replace("/*jobs*/", _sql(jobs))
+        .replace("/*conflict*/", _sql("job_push_new"))
         .replace("/*answer*/", _sql("job_push_rows"))
     )
 

@@ -73,6 +73,40 @@ async def test_batch_push_is_one_transaction(api, database_url):
     assert await count_jobs(database_url) == 4
 
 
+async def test_a_batch_with_an_existing_jid_stores_the_others_once_and_counts_them(
+    api, database_url
+):
+    """A push first takes its jids to be new; one that exists fails that attempt, which must
+    leave nothing behind: no job, no count, no sequence of half-written rows."""
+    await api.http.post("/v1/jobs", json={"jobtype": "x", "jid": "exists-already", "args": [1]})
+    jobs = [{"jobtype": "x", "jid": f"fresh-job-{i}"} for i in range(3)]
+    jobs.insert(1, {"jobtype": "x", "jid": "exists-already", "args": [2]})
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert r.status_code == 201, r.text
+    assert r.json()["created"] == 3
+    assert [j["jid"] for j in r.json()["jobs"]] == [j["jid"] for j in jobs]
+    assert r.json()["jobs"][1]["args"] == [1]
+    assert await count_jobs(database_url) == 4
+    info = (await api.http.get("/v1/info")).json()
+    assert info["totals"]["enqueued"] == 4
+
+
+async def test_concurrent_batches_sharing_jids_store_each_job_once(api, database_url):
+    """Each batch waits for the other's uncommitted jids, then skips the ones that made it."""
+    batches = [
+        [{"jobtype": "x", "jid": f"shared-job-{i}"} for i in range(start, start + 60)]
+        for start in (0, 30, 15, 45)
+    ]
+    answers = await asyncio.gather(
+        *(api.http.post("/v1/jobs/batch", json={"jobs": b}) for b in batches)
+    )
+    assert [a.status_code for a in answers] == [201] * 4
+    assert sum(a.json()["created"] for a in answers) == 105
+    assert await count_jobs(database_url) == 105
+    info = (await api.http.get("/v1/info")).json()
+    assert info["totals"]["enqueued"] == 105
+
+
 async def test_batch_generates_a_distinct_jid_for_each_job_without_one(api, database_url):
     jobs = [
         {"jobtype": "b"},

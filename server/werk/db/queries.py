@@ -48,32 +48,47 @@ async def push_jobs(
 ) -> list[Any]:
     """Insert the jobs whose jid is new; returns the inserted rows (``rows``) or their jid,
     queue and state. ``handoffs``: per job, the worker id of a fetch waiting for it, which gets
-    it reserved at once (when due, not paused); None: no job is handed off."""
+    it reserved at once (when due, not paused); None: no job is handed off.
+
+    The jids are first taken to be new, which spares PostgreSQL the duplicate check per job; when
+    one exists, that statement fails having changed nothing, and the push is written again
+    skipping existing jids."""
     answer = "job_push_rows" if rows else "job_push_jids"
     if handoffs is None:
         handoffs = [None] * len(jobs)
     if len(jobs) == 1:
         (j,), (wid,) = jobs, handoffs
-        return await db.fetch(
-            sql_with("job_push", jobs="job_push_one", answer=answer),
+        shape = "job_push_one"
+        args: tuple[Any, ...] = (
             now, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
             j.backtrace, j.custom, j.at, _shard(), wid,
         )  # fmt: skip
+    else:
+        shape = "job_push_many"
+        args = (
+            now,
+            [j.jid for j in jobs],
+            [j.jobtype for j in jobs],
+            [j.queue for j in jobs],
+            [j.args for j in jobs],
+            [j.priority for j in jobs],
+            [j.reserve_for for j in jobs],
+            [j.retry for j in jobs],
+            [j.backtrace for j in jobs],
+            [j.custom for j in jobs],
+            [j.at for j in jobs],
+            _shard(),
+            list(handoffs),
+        )
+    try:
+        return await db.fetch(
+            sql_with("job_push", jobs=shape, conflict="job_push_new", answer=answer), *args
+        )
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name != "werk_jobs_pkey":
+            raise
     return await db.fetch(
-        sql_with("job_push", jobs="job_push_many", answer=answer),
-        now,
-        [j.jid for j in jobs],
-        [j.jobtype for j in jobs],
-        [j.queue for j in jobs],
-        [j.args for j in jobs],
-        [j.priority for j in jobs],
-        [j.reserve_for for j in jobs],
-        [j.retry for j in jobs],
-        [j.backtrace for j in jobs],
-        [j.custom for j in jobs],
-        [j.at for j in jobs],
-        _shard(),
-        list(handoffs),
+        sql_with("job_push", jobs=shape, conflict="job_push_dedupe", answer=answer), *args
     )
 
 

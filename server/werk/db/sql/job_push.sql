@@ -6,7 +6,8 @@
 -- so the waiting fetch is answered by this commit without a claim of its own.
 -- The jobs come from job_push_many.sql (arrays, one element per job) or job_push_one.sql (plain
 -- values: a lone job's statement is 0.1 ms quicker without eleven one-element arrays); the answer
--- is job_push_rows.sql (the inserted jobs) or job_push_jids.sql (their jids, queues and states).
+-- is job_push_rows.sql (the inserted jobs) or job_push_jids.sql (their jids, queues and states);
+-- existing jids are skipped by job_push_dedupe.sql, or fail the statement with job_push_new.sql.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -37,8 +38,8 @@ inserted AS (
            CASE WHEN i.handed THEN i.wid END
     FROM input i CROSS JOIN clock c
     ORDER BY i.ord
-    ON CONFLICT (jid) DO NOTHING
-    RETURNING *
+    /*conflict*/
+    RETURNING /*answer*/
 ),
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, pushed)
@@ -47,4 +48,4 @@ counted AS (
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET pushed = k.pushed + excluded.pushed
 )
-/*answer*/
+SELECT * FROM inserted

@@ -1,2 +1,2 @@
 -- job_push.sql's short answer: what the caller needs to wake waiting fetches.
-SELECT jid, queue, state FROM inserted
+jid, queue, state

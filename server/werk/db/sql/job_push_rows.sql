@@ -1,2 +1,2 @@
 -- job_push.sql's answer: the inserted jobs.
-SELECT * FROM inserted
+*
