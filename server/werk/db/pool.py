@@ -1,13 +1,24 @@
 """The connection pool. JSON columns are decoded with orjson once, here, and UUIDs (leases) travel
 as text: the API speaks them as strings, and asyncpg's UUID objects cost a Python-level str() per
-job on every fetch."""
+job on every fetch.
+
+Timestamps travel as text too, in ISO format at UTC (the sessions' DateStyle and TimeZone are
+set for it), parsed by ``datetime.fromisoformat``: the same aware datetimes as asyncpg's binary
+decoder gives, at a quarter of its cost (four timestamps per row: 5.1 against 1.2 us of client
+CPU; PostgreSQL's text output costs it 0.5 us more per row). A claimed job carries four, so this
+is several us of every fetched job. Values outside Python's datetime (year 10000 and later,
+'infinity') fail to decode either way; Werk writes none."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 import orjson
+
+# What the timestamp codec reads and writes (see above); a database's own defaults may differ.
+SESSION = {"application_name": "werk", "DateStyle": "ISO", "TimeZone": "UTC"}
 
 
 def _dumps(value: Any) -> str:
@@ -20,6 +31,13 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
             typename, schema="pg_catalog", encoder=_dumps, decoder=orjson.loads, format="text"
         )
     await conn.set_type_codec("uuid", schema="pg_catalog", encoder=str, decoder=str, format="text")
+    await conn.set_type_codec(
+        "timestamptz",
+        schema="pg_catalog",
+        encoder=datetime.isoformat,
+        decoder=datetime.fromisoformat,
+        format="text",
+    )
 
 
 async def _no_reset(_conn: asyncpg.Connection) -> None:
@@ -35,7 +53,7 @@ async def create_pool(
     force_generic_plan) instead of PostgreSQL re-planning each call, which by default it keeps
     doing when a plan for the actual array sizes looks cheaper. Only for statements whose best
     plan does not depend on their parameters (tests/test_claim_plan.py checks the claim's)."""
-    settings = {"application_name": "werk"}
+    settings = dict(SESSION)
     if plan_once:
         settings["plan_cache_mode"] = "force_generic_plan"
     pool = await asyncpg.create_pool(
@@ -55,6 +73,6 @@ async def create_pool(
 
 async def connect(dsn: str) -> asyncpg.Connection:
     """A single connection outside the pool (migrations, LISTEN)."""
-    conn = await asyncpg.connect(dsn, server_settings={"application_name": "werk"})
+    conn = await asyncpg.connect(dsn, server_settings=dict(SESSION))
     await _init_connection(conn)
     return conn
