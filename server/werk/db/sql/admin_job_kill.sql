@@ -14,7 +14,9 @@ target AS (
       AND ($4::text IS NULL OR j.errtype ILIKE $4::text OR j.message ILIKE $4::text)
       AND ($5::boolean IS NULL OR (j.failed_at IS NOT NULL) = $5::boolean)
       AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
-      AND j.state IN ('scheduled', 'available', 'active')
+      -- Two terms, each of which an index can serve: werk_jobs_queue_state_idx leaves active
+      -- jobs out.
+      AND (j.state IN ('scheduled', 'available') OR j.state = 'active')
     ORDER BY j.created_at, j.jid
     LIMIT $7
     FOR UPDATE OF j SKIP LOCKED

@@ -1,14 +1,39 @@
--- Everything /v1/info shows, in one round trip. Sizes and latency read the claim index.
-WITH clock AS (
+-- Everything /v1/info shows, in one round trip. Jobs that are not active are counted per (queue,
+-- state) pair from werk_jobs_queue_state_idx alone, as in queue_list.sql, which gives the queues'
+-- sizes and latency too; active jobs, which that index leaves out, through werk_jobs_active_idx.
+WITH RECURSIVE clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
+),
+pairs AS (
+    (SELECT queue, state FROM werk_jobs WHERE state <> 'active' ORDER BY queue, state LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.state
+    FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT j.queue, j.state
+        FROM werk_jobs j
+        WHERE j.state <> 'active' AND (j.queue, j.state) > (p.queue, p.state)
+        ORDER BY j.queue, j.state
+        LIMIT 1
+    ) n
+),
+per_pair AS (
+    SELECT p.queue, p.state, c.n, c.oldest
+    FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n, min(j.enqueued_at) AS oldest
+        FROM werk_jobs j
+        WHERE j.state <> 'active' AND j.queue = p.queue AND j.state = p.state
+    ) c
 ),
 states AS (
     SELECT coalesce(jsonb_object_agg(state, n), '{}') AS v
-    FROM (SELECT state, count(*) AS n FROM werk_jobs GROUP BY state) s
+    FROM (SELECT state, sum(n)::bigint AS n FROM per_pair GROUP BY state
+          UNION ALL
+          SELECT 'active', count(*) FROM werk_jobs WHERE state = 'active' HAVING count(*) > 0) s
 ),
 available AS (
-    SELECT queue, count(*) AS size, min(enqueued_at) AS oldest
-    FROM werk_jobs WHERE state = 'available' GROUP BY queue
+    SELECT queue, n AS size, oldest FROM per_pair WHERE state = 'available'
 ),
 names AS (
     SELECT queue AS name FROM available
