@@ -1,7 +1,8 @@
 """The claim statement must stay an index scan on werk_jobs_claim_idx that stops after the jobs it
 wants, however large the backlog: a plan change (a seq scan, another index) would turn every fetch
 into a scan of the table. Checked with the custom plan and with the generic plan a prepared
-statement settles on."""
+statement settles on (EXPLAIN EXECUTE of a prepared statement: an EXPLAIN with bound parameters
+plans them as constants, so it would only ever show the custom plan)."""
 
 from __future__ import annotations
 
@@ -32,15 +33,14 @@ async def test_claim_uses_the_partial_claim_index_on_a_backlog(
             BACKLOG,
         )
         await conn.execute("ANALYZE werk_jobs")
+        await conn.execute("PREPARE claim AS " + sql("job_fetch"))
         transaction = conn.transaction()
         await transaction.start()
         try:  # EXPLAIN ANALYZE really claims: roll it back
             await conn.execute(f"SET LOCAL plan_cache_mode = {plan_mode}")
             rows = await conn.fetch(
-                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + sql("job_fetch"),
-                None,
-                ["busy"],
-                ["w"] * 100,
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "
+                "EXECUTE claim(NULL, '{busy}', array_fill('w'::text, ARRAY[100]))"
             )
         finally:
             await transaction.rollback()
