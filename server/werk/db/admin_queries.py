@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from werk.db.queries import Executor
-from werk.db.sql import sql
+from werk.db.sql import sql, sql_with
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ async def clear_queue(db: Executor, queue: str, limit: int) -> int:
 async def list_queues(
     db: Executor, now: datetime | None, queue: str | None = None
 ) -> list[QueueRow]:
-    rows = await db.fetch(sql("queue_list"), now, queue)
+    rows = await db.fetch(sql_with("queue_list", pairs="queue_state_pairs"), now, queue)
     return [_queue_row(r) for r in rows]
 
 
@@ -75,7 +75,9 @@ async def list_jobs(
 ) -> list[Any]:
     created_at, jid = after if after is not None else (None, None)
     name = "admin_job_list_newest" if newest_first else "admin_job_list_oldest"
-    return await db.fetch(sql(name), *where.args(), created_at, jid, limit)
+    return await db.fetch(
+        sql_with(name, pairs="queue_state_pairs"), *where.args(), created_at, jid, limit
+    )
 
 
 JOB_ACTIONS = {

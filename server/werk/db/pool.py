@@ -5,8 +5,9 @@ job on every fetch.
 Timestamps travel as text too, in ISO format at UTC (the sessions' DateStyle and TimeZone are
 set for it), parsed by ``datetime.fromisoformat``: the same aware datetimes as asyncpg's binary
 decoder gives, at a quarter of its cost (a row of four timestamps: 5.1 against 1.2 us of client
-CPU, and PostgreSQL's text output costs it 0.5 us more). A claimed job carries four. Values outside Python's datetime (year 10000 and later,
-'infinity') fail to decode either way; Werk writes none."""
+CPU, and PostgreSQL's text output costs it 0.5 us more). A claimed job carries four. Values
+outside Python's datetime (year 10000 and later, 'infinity') fail to decode either way; Werk
+writes none."""
 
 from __future__ import annotations
 

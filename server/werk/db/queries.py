@@ -222,7 +222,7 @@ async def beat_worker(
 
 
 async def info(db: Executor, now: datetime | None) -> Any:
-    return await db.fetchrow(sql("info"), now)
+    return await db.fetchrow(sql_with("info", pairs="queue_state_pairs"), now, None)
 
 
 async def queues_with_available(db: Executor, queues: Sequence[str]) -> list[str]:

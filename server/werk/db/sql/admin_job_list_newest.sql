@@ -2,31 +2,12 @@
 -- $3 jobtype, $4 ILIKE pattern on errtype or message, $5 has failed at least once. The page
 -- starts after the cursor ($6 created_at, $7 jid; NULL = first page); $8 rows.
 -- Keyset paging, so a page costs the same on the first and the thousandth page: jobs that are not
--- active are read newest first per (queue, state) pair from werk_jobs_queue_state_idx, at most $8
--- per pair (no index orders a state across queues, nor a queue across states), the pairs found by
--- skipping through that index as in queue_list.sql; active jobs, which the index leaves out, are
--- few and read through werk_jobs_active_idx. The newest $8 of those are the page. The bounds are
--- written so that an index can use them in a generic plan too: coalesce, not "$n IS NULL OR".
-WITH RECURSIVE pairs AS (
-    SELECT f.queue, f.state
-    FROM (SELECT queue, state
-          FROM werk_jobs
-          WHERE state <> 'active' AND queue >= coalesce($2::text, '')
-          ORDER BY queue, state
-          LIMIT 1) f
-    WHERE $2::text IS NULL OR f.queue = $2::text
-    UNION ALL
-    SELECT n.queue, n.state
-    FROM pairs p
-    CROSS JOIN LATERAL (
-        SELECT j.queue, j.state
-        FROM werk_jobs j
-        WHERE j.state <> 'active' AND (j.queue, j.state) > (p.queue, p.state)
-        ORDER BY j.queue, j.state
-        LIMIT 1
-    ) n
-    WHERE $2::text IS NULL OR n.queue = $2::text
-),
+-- active are read newest first per (queue, state) pair (queue_state_pairs.sql) from
+-- werk_jobs_queue_state_idx, at most $8 per pair (no index orders a state across queues, nor a
+-- queue across states); active jobs, which the index leaves out, are few and read through
+-- werk_jobs_active_idx. The newest $8 of those are the page. The bounds are written so that an
+-- index can use them in a generic plan too: coalesce, not "$n IS NULL OR".
+WITH RECURSIVE /*pairs*/,
 candidates AS (
     SELECT k.created_at, k.jid
     FROM pairs p

@@ -1,25 +1,6 @@
 -- One page of jobs, oldest first; the filters, the cursor and the plan as in
 -- admin_job_list_newest.sql.
-WITH RECURSIVE pairs AS (
-    SELECT f.queue, f.state
-    FROM (SELECT queue, state
-          FROM werk_jobs
-          WHERE state <> 'active' AND queue >= coalesce($2::text, '')
-          ORDER BY queue, state
-          LIMIT 1) f
-    WHERE $2::text IS NULL OR f.queue = $2::text
-    UNION ALL
-    SELECT n.queue, n.state
-    FROM pairs p
-    CROSS JOIN LATERAL (
-        SELECT j.queue, j.state
-        FROM werk_jobs j
-        WHERE j.state <> 'active' AND (j.queue, j.state) > (p.queue, p.state)
-        ORDER BY j.queue, j.state
-        LIMIT 1
-    ) n
-    WHERE $2::text IS NULL OR n.queue = $2::text
-),
+WITH RECURSIVE /*pairs*/,
 candidates AS (
     SELECT k.created_at, k.jid
     FROM pairs p

@@ -1,22 +1,11 @@
 -- Everything /v1/info shows, in one round trip. Jobs that are not active are counted per (queue,
 -- state) pair from werk_jobs_queue_state_idx alone, as in queue_list.sql, which gives the queues'
 -- sizes and latency too; active jobs, which that index leaves out, through werk_jobs_active_idx.
+-- $2 is always NULL: the queue bound of queue_state_pairs.sql (every queue).
 WITH RECURSIVE clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
-pairs AS (
-    (SELECT queue, state FROM werk_jobs WHERE state <> 'active' ORDER BY queue, state LIMIT 1)
-    UNION ALL
-    SELECT n.queue, n.state
-    FROM pairs p
-    CROSS JOIN LATERAL (
-        SELECT j.queue, j.state
-        FROM werk_jobs j
-        WHERE j.state <> 'active' AND (j.queue, j.state) > (p.queue, p.state)
-        ORDER BY j.queue, j.state
-        LIMIT 1
-    ) n
-),
+/*pairs*/,
 per_pair AS (
     SELECT p.queue, p.state, c.n, c.oldest
     FROM pairs p

@@ -1,34 +1,13 @@
 -- Every known queue (one with jobs, or one registered by pause/resume) or just queue $2 when it is
 -- not NULL: size (available jobs), latency (age of the oldest available job at $1), counts per
 -- state and the paused flag. Jobs that are not active are counted from werk_jobs_queue_state_idx
--- alone, one index-only scan per (queue, state) pair, the pairs found by skipping through the same
--- index: a plain GROUP BY over that many rows is planned as a scan of the table. Active jobs, which
+-- alone, one index-only scan per (queue, state) pair (queue_state_pairs.sql finds the pairs): a
+-- plain GROUP BY over that many rows is planned as a scan of the table. Active jobs, which
 -- the index leaves out, are few: they are counted through werk_jobs_active_idx.
 WITH RECURSIVE clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
-pairs AS (
-    -- The queue bound is a coalesce, not "$2 IS NULL OR", so that the index applies it in a
-    -- generic plan too; the pair found past queue $2 ends the walk.
-    SELECT f.queue, f.state
-    FROM (SELECT queue, state
-          FROM werk_jobs
-          WHERE state <> 'active' AND queue >= coalesce($2::text, '')
-          ORDER BY queue, state
-          LIMIT 1) f
-    WHERE $2::text IS NULL OR f.queue = $2::text
-    UNION ALL
-    SELECT n.queue, n.state
-    FROM pairs p
-    CROSS JOIN LATERAL (
-        SELECT j.queue, j.state
-        FROM werk_jobs j
-        WHERE j.state <> 'active' AND (j.queue, j.state) > (p.queue, p.state)
-        ORDER BY j.queue, j.state
-        LIMIT 1
-    ) n
-    WHERE $2::text IS NULL OR n.queue = $2::text
-),
+/*pairs*/,
 per_state AS (
     SELECT p.queue, p.state, c.n, c.oldest
     FROM pairs p
