@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import floor, report, scenarios, sdk
+from bench import floor, instructions, report, scenarios, sdk
 from bench.scenarios import Context
 from bench.target import REPO, Db, Target, resolve_database, start_server
 
@@ -498,6 +498,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--note", default="", help="free text stored in the result file")
     sm = sub.add_parser("summary", help="Markdown table of result files (default: bench/results)")
     sm.add_argument("files", nargs="*")
+    instructions.add_parser(sub)
     return p
 
 
@@ -648,6 +649,9 @@ def main() -> None:
         from bench.summary import main as summary
 
         summary(args.files)
+        return
+    if args.command == "instructions":
+        instructions.main(args)
         return
     names: list[str] = []
     for n in args.scenarios:

@@ -30,7 +30,7 @@ def _with_db(url: str, db: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + db, parts.query, parts.fragment))
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -123,7 +123,7 @@ async def resolve_database(database_url: str | None) -> tuple[str, str]:
 def start_server(
     database_url: str, workers: int, log_dir: Path, extra_env: dict[str, str]
 ) -> Target:
-    port = _free_port()
+    port = free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"server-w{workers}-{port}.log"
     env = dict(os.environ)

@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.admin.support import dead_job, fetch_one, push
 from tests.conftest import InProcess
+from werk.services.metrics import RequestDurations
 
 
 async def scrape(api: InProcess) -> dict[str, Any]:
@@ -76,3 +77,20 @@ async def test_counters_survive_deletion_and_count_expired_leases(api: InProcess
     assert value(m, "werk_jobs_failed_total", queue="q") == 1
     assert value(m, "werk_jobs_pushed_total", queue="q") == 1
     assert value(m, "werk_jobs", queue="q", state="scheduled") == 0
+
+
+def test_request_durations_render_cumulative_buckets() -> None:
+    """Each request lands in one bucket (a bound holds durations up to and including it); the
+    rendered buckets count every request at or below their bound."""
+    durations = RequestDurations(buckets=(0.005, 0.1, 1.0))
+    for seconds in (0.001, 0.005, 0.05, 0.1000001, 7.0):
+        durations.observe("POST", "/v1/fetch", 200, seconds)
+    families = {f.name: f for f in text_string_to_metric_families("\n".join(durations.render()))}
+    buckets = {
+        s.labels["le"]: s.value
+        for s in families["werk_http_request_duration_seconds"].samples
+        if s.name.endswith("_bucket")
+    }
+    assert buckets == {"0.005": 2, "0.1": 3, "1": 4, "+Inf": 5}
+    assert value(families, "werk_http_request_duration_seconds_count") == 5
+    assert abs(value(families, "werk_http_request_duration_seconds_sum") - 7.1560001) < 1e-9

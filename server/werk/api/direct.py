@@ -35,15 +35,18 @@ from werk.services.metrics import RequestDurations
 
 Endpoint = Callable[..., Awaitable[Response]]
 
+# What an endpoint served here may take (see DirectRoute).
+_ARGUMENTS = frozenset({"body", "services", "settings", "jid", "prefer", "request"})
+
 # The JidInPath rule, for one path segment.
 _JID_SEGMENT = re.compile(r"[^/\x00]{1,200}")
 
 
 @dataclass(frozen=True, slots=True)
 class DirectRoute:
-    """``path`` may hold one ``{jid}`` segment. The endpoint takes keyword arguments among
-    ``body`` (its annotation is the request model), ``services``, ``settings``, ``jid``,
-    ``prefer`` (the Prefer header) and ``request`` (its body already read)."""
+    """``path`` may hold one ``{jid}`` segment. The endpoint takes ``body`` (its annotation is
+    the request model) and ``services``, and any of ``settings``, ``jid``, ``prefer`` (the
+    Prefer header) and ``request`` (its body already read), as keyword arguments."""
 
     method: str
     path: str
@@ -60,7 +63,7 @@ class DirectRoute:
 class _Plan:
     route: DirectRoute
     model: type[BaseModel]
-    wants: frozenset[str]
+    extra: tuple[str, ...]  # what the endpoint takes besides ``body`` and ``services``
 
 
 class DirectRoutes:
@@ -82,9 +85,11 @@ class DirectRoutes:
         # "/v1/jobs/{jid}/ack" -> ("POST", "/v1/jobs/", "/ack")
         self._by_jid: list[tuple[str, str, str, _Plan]] = []
         for route in routes:
-            plan = _Plan(
-                route, route.body_model, frozenset(inspect.signature(route.endpoint).parameters)
-            )
+            names = tuple(inspect.signature(route.endpoint).parameters)
+            if not {"body", "services"} <= set(names) <= _ARGUMENTS:
+                raise TypeError(f"{route.path}: see DirectRoute for what its endpoint may take")
+            extra = tuple(n for n in names if n not in ("body", "services"))
+            plan = _Plan(route, route.body_model, extra)
             if "{jid}" in route.path:
                 head, _, tail = route.path.partition("{jid}")
                 self._by_jid.append((route.method, head, tail, plan))
@@ -138,24 +143,24 @@ class DirectRoutes:
         jid: str | None,
     ) -> dict[str, Any] | None:
         """The endpoint's arguments, or None when FastAPI should answer this request."""
-        app = scope["app"]
-        auth: Authenticator = app.state.auth
+        state = scope["app"].state
+        auth: Authenticator = state.auth
         if auth.enabled and not _authorized(auth, scope, headers.authorization, plan.route.scope):
             return None
         try:
             model = plan.model.model_validate_json(body)
         except ValidationError:
             return None
-        available = {
-            "body": model,
-            "services": app.state.services,
-            "settings": app.state.settings,
-            "jid": jid,
-            "prefer": headers.prefer,
-        }
-        kwargs = {name: available[name] for name in plan.wants if name != "request"}
-        if "request" in plan.wants:  # the body is read: its receive has nothing to replay
-            kwargs["request"] = Request(scope, receive)
+        kwargs: dict[str, Any] = {"body": model, "services": state.services}
+        for name in plan.extra:
+            if name == "settings":
+                kwargs[name] = state.settings
+            elif name == "jid":
+                kwargs[name] = jid
+            elif name == "prefer":
+                kwargs[name] = headers.prefer
+            else:  # request; the body is read: its receive has nothing to replay
+                kwargs[name] = Request(scope, receive)
         return kwargs
 
 

@@ -9,6 +9,8 @@ queries; a scrape arriving within ``cache_seconds`` of the previous one reuses i
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -52,7 +54,11 @@ class _Family:
 
 
 class RequestDurations:
-    """A histogram of HTTP request durations by method, route template and status code."""
+    """A histogram of HTTP request durations by method, route template and status code.
+
+    Each request adds one to the first bucket that holds it (found by bisection); the rendering
+    sums them into Prometheus' cumulative buckets, so a request costs one increment, not one
+    per bucket."""
 
     def __init__(self, buckets: Sequence[float] = DURATION_BUCKETS) -> None:
         self._buckets = tuple(buckets)
@@ -61,11 +67,9 @@ class RequestDurations:
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         key = (method, route, str(status))
         series = self._series.get(key)
-        if series is None:  # one count per bucket, then the sum and the count
-            series = self._series[key] = [0.0] * (len(self._buckets) + 2)
-        for i, bound in enumerate(self._buckets):
-            if seconds <= bound:
-                series[i] += 1
+        if series is None:  # a count per bucket and one beyond the last, then sum and count
+            series = self._series[key] = [0.0] * (len(self._buckets) + 3)
+        series[bisect.bisect_left(self._buckets, seconds)] += 1
         series[-2] += seconds
         series[-1] += 1
 
@@ -74,7 +78,8 @@ class RequestDurations:
         family = _Family(name, "histogram", "HTTP request duration by route template.")
         for (method, route, status), series in sorted(self._series.items()):
             base = (("method", method), ("route", route), ("status", status))
-            for bound, count in zip(self._buckets, series, strict=False):
+            cumulative = itertools.accumulate(series[: len(self._buckets)])
+            for bound, count in zip(self._buckets, cumulative, strict=True):
                 family.add(count, *base, ("le", _number(bound)), suffix="_bucket")
             family.add(series[-1], *base, ("le", "+Inf"), suffix="_bucket")
             family.add(series[-2], *base, suffix="_sum")
