@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.support.helpers import count_jobs
+from tests.support.helpers import count_jobs, sql
 from werk.services.coalesce import Coalescer
 
 
@@ -43,6 +43,29 @@ async def test_concurrent_single_acks(api, database_url):
     assert [r.status_code for r in responses[:-1]] == [204] * 100
     assert responses[-1].status_code in (404, 409)  # stale lease: lost, or job already gone
     assert await count_jobs(database_url) == 0
+
+
+async def test_concurrent_fetches_over_different_queues_share_a_flush(api, database_url):
+    """Fetches waiting on one claim flush are split into statements by queue list and by
+    CLAIM_MAX jobs; the statements run side by side, and each fetch gets its own jobs."""
+    for queue, n in (("qa", 1000), ("qa", 200), ("qb", 600)):
+        jobs = [{"jobtype": "g", "queue": queue} for _ in range(n)]
+        assert (await api.http.post("/v1/jobs/batch", json={"jobs": jobs})).status_code == 201
+    wanted = ["qa"] * 12 + ["qb"] * 6  # qa: more than CLAIM_MAX jobs in one flush
+    responses = await asyncio.gather(
+        *(
+            api.http.post("/v1/fetch", json={"queues": [q], "wid": f"w{i}", "count": 100})
+            for i, q in enumerate(wanted)
+        )
+    )
+    fetched = [r.json()["jobs"] for r in responses]
+    assert [len(jobs) for jobs in fetched] == [100] * len(wanted)
+    for i, (queue, jobs) in enumerate(zip(wanted, fetched, strict=True)):
+        assert {j["queue"] for j in jobs} == {queue}
+        assert {j["wid"] for j in jobs} == {f"w{i}"}
+    assert len({j["jid"] for jobs in fetched for j in jobs}) == 1800
+    active = await sql(database_url, "SELECT count(*) AS n FROM werk_jobs WHERE state = 'active'")
+    assert active[0]["n"] == 1800
 
 
 async def test_coalescer_batches_while_a_write_is_in_flight():

@@ -327,7 +327,10 @@ class JobService:
                 assert isinstance(taken, list)
                 taken.append(row)
 
-        await asyncio.gather(*(run(members) for members in statements))
+        if len(statements) == 1:  # the usual case: no task and no gather for one statement
+            await run(statements[0])
+        else:
+            await asyncio.gather(*(run(members) for members in statements))
         return results
 
     async def ack(self, jid: str, lease: str) -> None:
