@@ -3,9 +3,9 @@ valgrind's callgrind instead of timed.
 
 On a virtual machine whose speed drifts by half within minutes (bench/README.md), a change worth
 a few per cent of the server's CPU cannot be seen in jobs/s or in CPU seconds per job; the count
-of instructions the server process executes for the same requests barely moves (about 0.3 % here
-between two runs of the same code). It counts only user-space work: the kernel's part of each
-system call is not in it, nor is PostgreSQL's.
+of instructions the server process executes for the same requests barely moves (between runs of
+the same code here: 0.05-0.6 % per fetch + ack, 0.4-1.4 % per push). It counts only user-space
+work: the kernel's part of each system call is not in it, nor is PostgreSQL's.
 
 Three servers run under callgrind at once, each on a fresh database and with its background loops
 idle: one answers nothing, one ``n`` single pushes, one ``n`` single pushes then ``n`` fetches of
