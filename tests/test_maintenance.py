@@ -97,7 +97,9 @@ async def test_nodes_running_maintenance_together_handle_each_job_once(api, data
     try:
         nodes = []
         for pool in pools:
-            hub = WakeHub(send_notify=_noop, queues_with_jobs=_none, poll_interval=1)
+            hub = WakeHub(
+                send_notify=_noop, queues_with_jobs=_none, count_peers=_zero, poll_interval=1
+            )
             nodes.append(Maintenance(pool, clock, hub, settings))
         released = await asyncio.gather(*(m.release_orphans() for m in nodes))
     finally:
@@ -122,6 +124,10 @@ async def _noop(_payload):
 
 async def _none(_queues):
     return []
+
+
+async def _zero(_pid):
+    return 0
 
 
 async def test_one_node_at_a_time_vacuums_the_job_table(database_url):

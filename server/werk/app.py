@@ -28,7 +28,7 @@ from werk.api.limits import BodyLimit
 from werk.config import Settings
 from werk.db import queries
 from werk.db.failures import CONNECTION_ERRORS
-from werk.db.listener import Listener
+from werk.db.listener import APPLICATION_NAME, Listener
 from werk.db.migrate import migrate
 from werk.db.pool import connect, create_pool
 from werk.domain.clock import Clock, DatabaseClock
@@ -86,9 +86,16 @@ def create_app(
         hub = WakeHub(
             send_notify=lambda payload: queries.notify_queues(pool, [payload]),
             queues_with_jobs=lambda qs: queries.queues_with_available(admin_pool, qs),
+            count_peers=lambda pid: queries.other_listeners(admin_pool, pid, APPLICATION_NAME),
             poll_interval=settings.poll_interval,
         )
-        listener = Listener(dsn, hub.on_notification, retry_every=settings.poll_interval)
+        listener = Listener(
+            dsn,
+            hub.on_notification,
+            hello=hub.hello,
+            on_listening=hub.listening,
+            retry_every=settings.poll_interval,
+        )
         services = Services(
             jobs=JobService(pool, clock, hub, keep_completed=settings.completed_retention > 0),
             workers=WorkerService(pool, clock),

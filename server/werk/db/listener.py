@@ -1,4 +1,8 @@
-"""One LISTEN connection per server process, reconnecting by itself after an outage."""
+"""One LISTEN connection per server process, reconnecting by itself after an outage.
+
+Its session is named ``APPLICATION_NAME`` so that the processes can count each other in
+pg_stat_activity (a process alone sends no notifications), and it announces itself once it
+listens, so the others need not wait for their next count to start notifying."""
 
 from __future__ import annotations
 
@@ -10,17 +14,31 @@ from typing import Any
 
 import asyncpg
 
+from werk.db import queries
 from werk.db.pool import connect
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "werk_jobs"
+APPLICATION_NAME = "werk-listen"
 
 
 class Listener:
-    def __init__(self, dsn: str, on_payload: Callable[[str], None], *, retry_every: float) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        on_payload: Callable[[str], None],
+        *,
+        hello: str,
+        on_listening: Callable[[int | None], None],
+        retry_every: float,
+    ) -> None:
+        """``hello`` is sent on the channel each time the LISTEN starts; ``on_listening`` hears
+        the connection's backend pid then, and None when it is lost."""
         self._dsn = dsn
         self._on_payload = on_payload
+        self._hello = hello
+        self._on_listening = on_listening
         self._retry_every = retry_every
         self._task: asyncio.Task[None] | None = None
 
@@ -46,8 +64,10 @@ class Listener:
         while True:
             conn: asyncpg.Connection | None = None
             try:
-                conn = await connect(self._dsn)
+                conn = await connect(self._dsn, application_name=APPLICATION_NAME)
                 await conn.add_listener(CHANNEL, self._callback)
+                await queries.notify_queues(conn, [self._hello])
+                self._on_listening(conn.get_server_pid())
                 await self._until_closed(conn)
                 log.warning("LISTEN connection lost; reconnecting")
             except asyncio.CancelledError:
@@ -55,6 +75,7 @@ class Listener:
             except Exception as exc:
                 log.debug("LISTEN connect failed: %s", exc)
             finally:
+                self._on_listening(None)
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(conn.close(), 1)

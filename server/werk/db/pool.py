@@ -71,8 +71,10 @@ async def create_pool(
     return pool
 
 
-async def connect(dsn: str) -> asyncpg.Connection:
+async def connect(dsn: str, application_name: str = "werk") -> asyncpg.Connection:
     """A single connection outside the pool (migrations, LISTEN)."""
-    conn = await asyncpg.connect(dsn, server_settings=dict(SESSION))
+    conn = await asyncpg.connect(
+        dsn, server_settings={**SESSION, "application_name": application_name}
+    )
     await _init_connection(conn)
     return conn

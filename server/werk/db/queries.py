@@ -230,6 +230,11 @@ async def queues_with_available(db: Executor, queues: Sequence[str]) -> list[str
     return [r["name"] for r in rows]
 
 
+async def other_listeners(db: Executor, own_pid: int, application_name: str) -> int:
+    n: int = await db.fetchval(sql("listeners_other"), own_pid, application_name)
+    return n
+
+
 async def notify_queues(db: Executor, queues: Sequence[str]) -> None:
     await db.execute(sql("notify"), ",".join(queues))
 

@@ -5,7 +5,10 @@ Three paths, from fastest to safest:
    waits on its queue is even stored reserved for that fetch (``take``), which the push's commit
    then answers without a claim of its own;
 2. other processes hear about it through ONE listening connection per process (NOTIFY, coalesced
-   while a previous NOTIFY is in flight);
+   while a previous NOTIFY is in flight). A process that finds no other Werk process listening
+   sends none: on one node a NOTIFY was almost a third of a lone push's server work. A process
+   whose LISTEN starts announces itself (an empty NOTIFY), so the others start sending at once;
+   who is listening is also re-read each interval, which notices the ones that left;
 3. a periodic re-check (one query per interval for all waiters) so a lost notification costs
    latency, never a job.
 Waiters are woken one per pushed job (not all at once) and pass the wake-up on when they take a
@@ -63,12 +66,23 @@ class WakeHub:
         *,
         send_notify: Callable[[str], Awaitable[None]],
         queues_with_jobs: Callable[[Sequence[str]], Awaitable[list[str]]],
+        count_peers: Callable[[int], Awaitable[int]],
         poll_interval: float,
     ) -> None:
+        """``count_peers(pid)``: how many Werk LISTEN connections other than backend ``pid``
+        (this process's own) the database has."""
         self._send_notify = send_notify
         self._queues_with_jobs = queues_with_jobs
+        self._count_peers = count_peers
         self._poll_interval = poll_interval
         self._node = secrets.token_hex(6)
+        # Notifications go out unless this process knows nobody else listens: that takes its
+        # own LISTEN being up (backend pid known) and a count of the others that no
+        # announcement (``_announced``) has overtaken since it was asked for.
+        self._listen_pid: int | None = None
+        self._alone = False
+        self._announced = 0
+        self._recount = asyncio.Event()
         # queue -> waiters in arrival order (dict used as an ordered set)
         self._waiters: defaultdict[str, OrderedDict[Waiter, None]] = defaultdict(OrderedDict)
         self._outgoing: dict[str, int] = {}
@@ -151,9 +165,31 @@ class WakeHub:
         if counts:
             self._outgoing_ready.set()
 
+    @property
+    def hello(self) -> str:
+        """The notification that announces this process's LISTEN to the others."""
+        return f"{self._node}|"
+
+    @property
+    def alone(self) -> bool:
+        """True while no other process listens, as far as this one knows (it sends nothing)."""
+        return self._alone
+
+    def listening(self, pid: int | None) -> None:
+        """This process's LISTEN connection is up (its backend ``pid``, hello sent) or lost
+        (None: it hears no announcements, so it notifies until it listens and counts again)."""
+        self._listen_pid = pid
+        self._alone = False
+        if pid is not None:
+            self._recount.set()
+
     def on_notification(self, payload: str) -> None:
         node, _, body = payload.partition("|")
-        if node == self._node or not body:
+        if node == self._node:
+            return
+        if not body:  # another process started listening
+            self._announced += 1
+            self._alone = False
             return
         for item in body.split(","):
             queue, _, n = item.rpartition(":")
@@ -166,6 +202,7 @@ class WakeHub:
         self._tasks = [
             asyncio.create_task(self._send_loop(), name="werk-notify-send"),
             asyncio.create_task(self._recheck_loop(), name="werk-wake-recheck"),
+            asyncio.create_task(self._peers_loop(), name="werk-wake-peers"),
         ]
 
     def stop_waiting(self) -> None:
@@ -188,12 +225,30 @@ class WakeHub:
             await self._outgoing_ready.wait()
             self._outgoing_ready.clear()
             outgoing, self._outgoing = self._outgoing, {}
+            if self._alone:
+                continue
             body = ",".join(f"{q}:{n}" for q, n in outgoing.items())
             try:
                 await self._send_notify(f"{self._node}|{body}")
             except Exception as exc:  # the re-check loop covers what is lost here
                 log.debug("notify failed: %s", exc)
                 await asyncio.sleep(self._poll_interval)
+
+    async def _peers_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._recount.wait(), self._poll_interval)
+            self._recount.clear()
+            pid, announced = self._listen_pid, self._announced
+            if pid is None:
+                continue
+            try:
+                peers = await self._count_peers(pid)
+            except Exception as exc:
+                log.debug("counting the listening nodes failed: %s", exc)
+                peers = -1  # unknown: keep notifying
+            if (pid, announced) == (self._listen_pid, self._announced):
+                self._alone = peers == 0
 
     async def _recheck_loop(self) -> None:
         while True:
