@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from tests.support.helpers import count_jobs
 from werk.api.jobs_routes import wants_minimal
 from werk.db.sql import sql_with
+from werk.domain.jids import new_jid, new_jids
 
 
 async def test_push_returns_the_stored_job_with_defaults(api):
@@ -107,6 +109,15 @@ async def test_concurrent_batches_sharing_jids_store_each_job_once(api, database
     assert info["totals"]["enqueued"] == 105
 
 
+def test_generated_jids_grow_with_time_and_are_distinct_within_a_batch():
+    batch = new_jids(1000)
+    time.sleep(0.002)
+    later = new_jid()
+    assert len(set(batch)) == 1000
+    assert batch == sorted(batch)
+    assert later > batch[-1]
+
+
 async def test_batch_generates_a_distinct_jid_for_each_job_without_one(api, database_url):
     jobs = [
         {"jobtype": "b"},
@@ -119,7 +130,7 @@ async def test_batch_generates_a_distinct_jid_for_each_job_without_one(api, data
     jids = [j["jid"] for j in r.json()["jobs"]]
     assert jids[1:3] == ["given-jid-1", "given-jid-2"]
     assert len(set(jids)) == 4
-    assert all(len(jid) == 24 and set(jid) <= set("0123456789abcdef") for jid in jids[::3])
+    assert all(len(jid) == 28 and set(jid) <= set("0123456789abcdef") for jid in jids[::3])
     assert await count_jobs(database_url) == 4
 
 
