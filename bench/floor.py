@@ -32,6 +32,7 @@ import asyncpg
 from bench.httpclient import Connection
 from bench.scenarios import Context, _timed, pct
 from bench.target import REPO
+from werk.domain.jids import new_jids
 
 SQL = REPO / "server" / "werk" / "db" / "sql"
 QUEUE = "bench-floor"
@@ -65,9 +66,11 @@ def _push_sql(jobs: str) -> str:
 
 
 def _push_args(n: int) -> list[Any]:
-    jids = [secrets.token_hex(12) for _ in range(n)]
-    return [None, jids, ["noop"] * n, [QUEUE] * n, ["[]"] * n, [0] * n, [1800] * n, [25] * n,
-            [0] * n, ["{}"] * n, [None] * n, 0, [None] * n]  # fmt: skip
+    """A batch as the server sends the bench's bodies: only the jids differ between jobs, so
+    every other column travels as one value (job_push_many.sql)."""
+    jids = new_jids(n)  # the server's (time-ordered)
+    return [None, jids, *[[]] * 9, 0, [],
+            "noop", QUEUE, "[]", 0, 1800, 25, 0, "{}", None, None]  # fmt: skip
 
 
 def _push_one_args() -> list[Any]:

@@ -314,6 +314,24 @@ async def test_a_lone_job_and_a_batch_store_the_same_job(api):
     assert alone["state"] == "scheduled" and alone["custom"] == {"k": "v"}
 
 
+async def test_a_batch_whose_jobs_differ_in_every_field_stores_each_as_given(api):
+    """A column whose jobs all agree travels as one value (job_push_many.sql fills it in); one
+    where they differ travels per job. Every field differs here, `at` is set for some only."""
+    later = api.clock.now() + timedelta(minutes=1)
+    specs = [
+        {"jobtype": f"t{i}", "args": [i], "queue": f"q-{i}", "priority": i, "reserve_for": 60 + i,
+         "retry": i, "backtrace": i, "custom": {"i": i}, "jid": f"differ-many-{i}",
+         **({"at": (later + timedelta(seconds=i)).isoformat()} if i else {})}
+        for i in range(3)
+    ]  # fmt: skip
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": specs})
+    assert r.status_code == 201, r.text
+    for spec, job in zip(specs, r.json()["jobs"], strict=True):
+        alone = await api.http.post("/v1/jobs", json={**spec, "jid": spec["jid"] + "-alone"})
+        assert {**job, "jid": spec["jid"] + "-alone"} == alone.json()
+    assert [j["state"] for j in r.json()["jobs"]] == ["available", "scheduled", "scheduled"]
+
+
 def test_sql_with_needs_its_marker_exactly_once():
     with pytest.raises(ValueError, match="exactly once"):
         sql_with("job_fetch", jobs="job_push_one")

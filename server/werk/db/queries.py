@@ -38,6 +38,13 @@ class NewJob:
     at: datetime | None
 
 
+def _column(values: list[Any]) -> tuple[list[Any], Any]:
+    """One column of a batch for job_push_many.sql: ([], v) when every job holds v (the
+    statement fills it in), else (values, None)."""
+    first = values[0]
+    return ([], first) if values.count(first) == len(values) else (values, None)
+
+
 async def push_jobs(
     db: Executor,
     now: datetime | None,
@@ -65,21 +72,22 @@ async def push_jobs(
         )  # fmt: skip
     else:
         shape = "job_push_many"
+        columns = [
+            _column([j.jobtype for j in jobs]),
+            _column([j.queue for j in jobs]),
+            _column([j.args for j in jobs]),
+            _column([j.priority for j in jobs]),
+            _column([j.reserve_for for j in jobs]),
+            _column([j.retry for j in jobs]),
+            _column([j.backtrace for j in jobs]),
+            _column([j.custom for j in jobs]),
+            _column([j.at for j in jobs]),
+        ]
+        wids = _column(list(handoffs))
         args = (
-            now,
-            [j.jid for j in jobs],
-            [j.jobtype for j in jobs],
-            [j.queue for j in jobs],
-            [j.args for j in jobs],
-            [j.priority for j in jobs],
-            [j.reserve_for for j in jobs],
-            [j.retry for j in jobs],
-            [j.backtrace for j in jobs],
-            [j.custom for j in jobs],
-            [j.at for j in jobs],
-            _shard(),
-            list(handoffs),
-        )
+            now, [j.jid for j in jobs], *(c[0] for c in columns), _shard(), wids[0],
+            *(c[1] for c in columns), wids[1],
+        )  # fmt: skip
     try:
         return await db.fetch(
             sql_with("job_push", jobs=shape, conflict="job_push_new", answer=answer), *args
