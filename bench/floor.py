@@ -141,8 +141,7 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
         done = 0
         while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count):
             await conn.fetch(
-                ack, None, [r["jid"] for r in rows], [r["lease"] for r in rows], False, 0,
-                [None] * len(rows),
+                ack, None, [r["jid"] for r in rows], [r["lease"] for r in rows], False, 0, [],
             )  # fmt: skip
             done += len(rows)
         return done

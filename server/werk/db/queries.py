@@ -126,14 +126,15 @@ async def ack_jobs(
 ) -> list[bool]:
     """Each job is named with its lease, or (lease None) with the worker holding it. Returns,
     per item, whether it completed the job."""
-    wids = list(wids) if wids is not None else [None] * len(jids)
+    # No worker ids (HTTP acks name leases): an empty array, which unnest pads with NULLs.
+    named = list(wids) if wids is not None else []
     rows = await db.fetch(
-        sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard(), wids
+        sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard(), named
     )
     done = {(r["jid"], r["lease"], r["wid"]) for r in rows}
     return [
         (jid, lease, None if lease else wid) in done
-        for jid, lease, wid in zip(jids, leases, wids, strict=True)
+        for jid, lease, wid in zip(jids, leases, named or [None] * len(jids), strict=True)
     ]
 
 

@@ -1,6 +1,7 @@
 -- Complete the jobs whose attempt is held by the caller: a current lease ($3), or, for Faktory's
--- protocol whose ACK names only the jid, the worker $6 holding it (lease NULL). Anything else
--- (unknown, settled, expired, re-reserved by another worker) is left untouched. Completed jobs
+-- protocol whose ACK names only the jid, the worker $6 holding it (lease NULL; $6 is empty when
+-- every item has a lease: unnest pads it with NULLs). Anything else (unknown, settled, expired,
+-- re-reserved by another worker) is left untouched. Completed jobs
 -- are deleted unless $4 asks to keep them for inspection. Returns the ack items that took effect
 -- (so a stale lease sent beside the current one for the same job is not reported as acked).
 WITH clock AS (
