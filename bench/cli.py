@@ -174,6 +174,8 @@ class Runner:
             (1, c.work_workers_1, "count=1 single-ack"),
             (100, c.work_workers_100, "count=100 batch-ack"),
         ):
+            if workers <= 0:  # left out (--work-workers-1 0 or --work-workers-100 0)
+                continue
             r = await self.rate(
                 "work",
                 label,
@@ -464,8 +466,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--push-clients", type=int, nargs="+", default=[8, 32])
     r.add_argument("--batch-sizes", type=int, nargs="+", default=[100, 1000])
     r.add_argument("--batch-clients", type=int, default=4)
-    r.add_argument("--work-workers-1", type=int, default=32)
-    r.add_argument("--work-workers-100", type=int, default=8)
+    r.add_argument("--work-workers-1", type=int, default=32, help="0 leaves the variant out")
+    r.add_argument("--work-workers-100", type=int, default=8, help="0 leaves the variant out")
     r.add_argument("--churn-producers", type=int, default=2)
     r.add_argument("--churn-workers", type=int, default=6)
     r.add_argument(
