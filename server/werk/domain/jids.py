@@ -9,9 +9,11 @@ cannot collide; jids of different calls would have to share the millisecond and 
 68-bit range. 28 characters take the same 32 bytes in an index entry as the 24 random ones did.
 The price is paid under churn: random keys reuse the room VACUUM frees anywhere in the index,
 growing ones only once whole pages have been emptied and recycled, so at the end of `bench churn`
-the primary key was 22-28 MB against 10 MB with random jids (the whole table 1.91-1.94 x its size
-after the first 100,000 jobs, against 1.48-1.94). The clock here only orders keys (a clock set
-back costs locality, never correctness), so it is the system's and not the injected one."""
+with a VACUUM every 5 s the primary key was 22-28 MB against 10 MB with random jids (the whole
+table 1.91-1.94 x its size after the first 100,000 jobs, against 1.48-1.94; 17-18 MB and
+0.68-0.74 x with growing jids and a VACUUM every 2.5 s, the default since). The clock here only
+orders keys (a clock set back costs locality, never correctness), so it is the system's and not
+the injected one."""
 
 from __future__ import annotations
 
