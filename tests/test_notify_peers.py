@@ -152,3 +152,24 @@ async def test_a_lost_listen_connection_turns_notifications_back_on():
         hub.jobs_arrived({"default": 2})
         await until(lambda: len(sent) == 1, 5)
         assert sent[0].endswith("|default:2")
+
+
+async def test_the_hub_closes_whenever_a_count_was_just_asked_for():
+    """Closing right as a count is asked for (a LISTEN just came up) must still stop every loop;
+    at each of several points of the event loop, so one lands between the request and the
+    counting loop's wake-up."""
+
+    async def nobody(_pid: int) -> int:
+        return 0
+
+    for turns in range(8):
+        async with running_hub(nobody) as (hub, _sent):
+            await asyncio.sleep(0.01)  # every loop waiting
+            hub.listening(4242)
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            closing = asyncio.create_task(hub.close())
+            done, _ = await asyncio.wait({closing}, timeout=2)
+            if not done:
+                closing.cancel()  # (also cancels the loop it waits for, so the test ends)
+            assert done, f"close() still waiting after 2 s ({turns} turns after the request)"

@@ -158,12 +158,15 @@ class WakeHub:
             self.unregister(waiter)
 
     def jobs_arrived(self, counts: dict[str, int]) -> None:
-        """Jobs became available here: wake local waiters now, tell the other nodes soon."""
+        """Jobs became available here: wake local waiters now, tell the other nodes soon (if
+        any listen)."""
         for queue, n in counts.items():
             self.wake(queue, n)
+        if self._alone or not counts:
+            return
+        for queue, n in counts.items():
             self._outgoing[queue] = self._outgoing.get(queue, 0) + n
-        if counts:
-            self._outgoing_ready.set()
+        self._outgoing_ready.set()
 
     @property
     def hello(self) -> str:
@@ -236,8 +239,11 @@ class WakeHub:
 
     async def _peers_loop(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns normally when it is
+            # cancelled just as the event is set, and close() would then wait for this forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._recount.wait(), self._poll_interval)
+                async with asyncio.timeout(self._poll_interval):
+                    await self._recount.wait()
             self._recount.clear()
             pid, announced = self._listen_pid, self._announced
             if pid is None:
