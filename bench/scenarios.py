@@ -30,6 +30,7 @@ class Context:
     repeat: int
     backlog: int
     dead: int
+    in_flight: int
     churn: int
     churn_first: int
     latency_jobs: int

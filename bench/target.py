@@ -184,6 +184,15 @@ SELECT $1 || lpad(g::text, 9, '0'), 'noop', $2, '[]'::jsonb, 'dead', now(), now(
 FROM generate_series(1, $3::int) AS g
 """
 
+# Jobs a worker holds (fetched, not yet acked) for an hour.
+SEED_HELD_SQL = """
+INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at,
+                       attempt, lease, lease_expires_at, wid)
+SELECT $1 || lpad(g::text, 9, '0'), 'noop', $2, '[]'::jsonb, 'active', now(), now(), now(),
+       1, gen_random_uuid(), now() + interval '1 hour', 'bench-holder'
+FROM generate_series(1, $3::int) AS g
+"""
+
 SIZES_SQL = """
 SELECT pg_relation_size('werk_jobs') AS heap,
        pg_indexes_size('werk_jobs') AS indexes,
@@ -227,8 +236,10 @@ class Db:
                 await asyncio.sleep(0.5 * (attempt + 1))
         raise RuntimeError("could not truncate werk_jobs")
 
-    async def seed(self, prefix: str, queue: str, n: int, *, dead: bool = False) -> None:
-        sql = SEED_DEAD_SQL if dead else SEED_SQL
+    async def seed(
+        self, prefix: str, queue: str, n: int, *, dead: bool = False, held: bool = False
+    ) -> None:
+        sql = SEED_DEAD_SQL if dead else SEED_HELD_SQL if held else SEED_SQL
         step = 200_000
         done = 0
         while done < n:

@@ -4,5 +4,7 @@ UPDATE werk_jobs
 SET lease_expires_at = coalesce($1::timestamptz, now())
                        + make_interval(secs => coalesce($4::int, reserve_for)),
     progress = CASE WHEN $6::boolean THEN $5::text::jsonb ELSE progress END
-WHERE jid = $2 AND lease = $3::uuid AND state = 'active'
+-- (Only an active job holds a lease: werk_jobs_lease_iff_active. See job_ack.sql for why the
+-- state is not named.)
+WHERE jid = $2 AND lease = $3::uuid
 RETURNING lease_expires_at

@@ -9,7 +9,9 @@ target AS (
     SELECT j.jid, j.queue, j.retry_count,
            werk_failure_outcome(j.retry, j.retry_count + 1, $8::boolean, j.orphans, 0) AS outcome
     FROM werk_jobs j
-    WHERE j.jid = $2 AND j.state = 'active'
+    -- (Only an active job holds a lease: werk_jobs_lease_iff_active. See job_ack.sql for why
+    -- the state is not named.)
+    WHERE j.jid = $2 AND j.lease IS NOT NULL
       AND (j.lease = $3::uuid OR ($3::uuid IS NULL AND j.wid = $10::text))
     FOR UPDATE
 ),

@@ -4,5 +4,7 @@
 UPDATE werk_jobs j
 SET state = 'available', attempt = j.attempt - 1, lease = NULL, lease_expires_at = NULL, wid = NULL
 FROM unnest($1::text[], $2::uuid[]) AS u(jid, lease)
-WHERE j.jid = u.jid AND j.lease = u.lease AND j.state = 'active'
+-- (Only an active job holds a lease: werk_jobs_lease_iff_active. See job_ack.sql for why the
+-- state is not named.)
+WHERE j.jid = u.jid AND j.lease = u.lease
 RETURNING j.queue
