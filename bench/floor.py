@@ -140,9 +140,8 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
     async def work(conn: asyncpg.Connection) -> int:
         done = 0
         while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count):
-            await conn.fetch(
-                ack, None, [r["jid"] for r in rows], [r["lease"] for r in rows], False, 0, [],
-            )  # fmt: skip
+            leases = [str(r["lease"]) for r in rows]  # the server's codec reads them as text
+            await conn.fetch(ack, None, [r["jid"] for r in rows], leases, False, 0, [])
             done += len(rows)
         return done
 

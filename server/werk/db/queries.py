@@ -128,14 +128,12 @@ async def ack_jobs(
     per item, whether it completed the job."""
     # No worker ids (HTTP acks name leases): an empty array, which unnest pads with NULLs.
     named = list(wids) if wids is not None else []
-    rows = await db.fetch(
-        sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard(), named
+    done = set(
+        await db.fetchval(
+            sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard(), named
+        )
     )
-    done = {(r["jid"], r["lease"], r["wid"]) for r in rows}
-    return [
-        (jid, lease, None if lease else wid) in done
-        for jid, lease, wid in zip(jids, leases, named or [None] * len(jids), strict=True)
-    ]
+    return [n in done for n in range(1, len(jids) + 1)]
 
 
 async def fail_job(

@@ -2,8 +2,11 @@
 -- protocol whose ACK names only the jid, the worker $6 holding it (lease NULL; $6 is empty when
 -- every item has a lease: unnest pads it with NULLs). Anything else (unknown, settled, expired,
 -- re-reserved by another worker) is left untouched. Completed jobs
--- are deleted unless $4 asks to keep them for inspection. Returns the ack items that took effect
--- (so a stale lease sent beside the current one for the same job is not reported as acked).
+-- are deleted unless $4 asks to keep them for inspection. Returns one value: the positions (from
+-- 1) of the ack items that took effect (so a stale lease sent beside the current one for the same
+-- job is not reported as acked). Leases travel as text, cast here: asyncpg encodes a text array
+-- in C, a uuid array through a Python call per element; and one array of positions decodes in
+-- one go where rows of (jid, lease, wid) cost three values per job.
 -- "Active" is said as "holds a lease" (the same thing: werk_jobs_lease_iff_active), never as
 -- state = 'active': that term would let the planner look the jobs up through
 -- werk_jobs_active_idx, a walk over every active job, which it does when the statistics say few
@@ -13,14 +16,15 @@ WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
 acks AS (
-    SELECT * FROM unnest($2::text[], $3::uuid[], $6::text[]) AS a(jid, lease, wid)
+    SELECT * FROM unnest($2::text[], $3::text[]::uuid[], $6::text[]) WITH ORDINALITY
+        AS a(jid, lease, wid, ord)
 ),
 deleted AS (
     DELETE FROM werk_jobs j
     USING acks a
     WHERE NOT $4::boolean AND j.jid = a.jid AND j.lease IS NOT NULL
       AND (j.lease = a.lease OR (a.lease IS NULL AND j.wid = a.wid))
-    RETURNING a.jid, a.lease, a.wid, j.queue
+    RETURNING a.ord, j.queue
 ),
 kept AS (
     UPDATE werk_jobs j
@@ -28,7 +32,7 @@ kept AS (
     FROM acks a, clock
     WHERE $4::boolean AND j.jid = a.jid AND j.lease IS NOT NULL
       AND (j.lease = a.lease OR (a.lease IS NULL AND j.wid = a.wid))
-    RETURNING a.jid, a.lease, a.wid, j.queue
+    RETURNING a.ord, j.queue
 ),
 done AS (
     SELECT * FROM deleted UNION ALL SELECT * FROM kept
@@ -40,4 +44,4 @@ counted AS (
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET processed = k.processed + excluded.processed
 )
-SELECT jid, lease, wid FROM done
+SELECT coalesce(array_agg(ord), '{}') FROM done
