@@ -9,6 +9,8 @@ pool's prepared statements use) and custom."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import asyncpg
 import pytest
 
@@ -26,7 +28,7 @@ STATEMENTS = {
 
 
 @pytest.fixture
-async def many_in_flight(api: object, database_url: str) -> asyncpg.Connection:
+async def many_in_flight(api: object, database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(database_url)
     await conn.execute(
         """
