@@ -2,8 +2,9 @@
 primary key, however many jobs are in flight and whatever the statistics say. Naming the state
 (state = 'active') lets the planner walk werk_jobs_active_idx instead, over every active job,
 which it does when the statistics were gathered while few jobs were active: with 50,000 jobs in
-flight each ack, fail and extend then took 25-35 ms, against about 3 through the key (on a day
-the reference machine ran at half its usual speed). This sets up that case (statistics
+flight an ack then took 28-68 ms, a fail 24-25 and an extend 17-26, against 2.4-7 through the
+key (one at a time, on a day the reference machine ran at half its usual speed). This sets up
+that case (statistics
 taken with nothing active, then many jobs claimed) and reads the plans, generic (what the job
 pool's prepared statements use) and custom."""
 
