@@ -1,11 +1,12 @@
-"""Group commit of concurrent single pushes and acks: one statement for many requests, each
-answered with its own result, and a bad item never fails the others."""
+"""Group commit of concurrent pushes and acks: one statement for many requests, each answered
+with its own result, and a bad item never fails the others."""
 
 from __future__ import annotations
 
 import asyncio
 
 from tests.support.helpers import count_jobs, sql
+from werk.db import queries
 from werk.services.coalesce import Coalescer
 
 
@@ -43,6 +44,53 @@ async def test_concurrent_single_acks(api, database_url):
     assert [r.status_code for r in responses[:-1]] == [204] * 100
     assert responses[-1].status_code in (404, 409)  # stale lease: lost, or job already gone
     assert await count_jobs(database_url) == 0
+
+
+async def test_concurrent_batch_and_single_acks_share_statements(api, database_url, monkeypatch):
+    """Batch acks coalesce with each other and with single acks; each request hears only of its
+    own items, a stale lease in one batch included (here for a job another batch acks)."""
+    await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "g"}] * 330})
+    fetched = [
+        (
+            await api.http.post(
+                "/v1/fetch", json={"queues": ["default"], "wid": f"w{i}", "count": count}
+            )
+        ).json()["jobs"]
+        for i, count in enumerate((100, 100, 100, 30))
+    ]
+    statements: list[int] = []
+    real_ack_jobs = queries.ack_jobs
+
+    async def counting_ack_jobs(db, now, jids, *args, **kwargs):
+        statements.append(len(jids))
+        return await real_ack_jobs(db, now, jids, *args, **kwargs)
+
+    monkeypatch.setattr(queries, "ack_jobs", counting_ack_jobs)
+    stale = {"jid": fetched[0][0]["jid"], "lease": "00000000-0000-0000-0000-000000000000"}
+    unknown = {"jid": "no-such-job-0", "lease": fetched[1][0]["lease"]}
+    batches = [
+        [{"jid": j["jid"], "lease": j["lease"]} for j in fetched[0]],
+        [stale, *({"jid": j["jid"], "lease": j["lease"]} for j in fetched[1]), unknown],
+        [{"jid": j["jid"], "lease": j["lease"]} for j in fetched[2]],
+    ]
+    singles = fetched[3]
+    responses = await asyncio.gather(
+        *(api.http.post("/v1/ack", json={"acks": b}) for b in batches),
+        *(api.http.post(f"/v1/jobs/{j['jid']}/ack", json={"lease": j["lease"]}) for j in singles),
+    )
+    answers = [r.json() for r in responses[:3]]
+    assert answers[0] == {"acked": [j["jid"] for j in fetched[0]], "lease_lost": []}
+    assert answers[1] == {
+        "acked": [j["jid"] for j in fetched[1]],
+        "lease_lost": [stale["jid"], unknown["jid"]],
+    }
+    assert answers[2] == {"acked": [j["jid"] for j in fetched[2]], "lease_lost": []}
+    assert [r.status_code for r in responses[3:]] == [204] * 30
+    assert await count_jobs(database_url) == 0
+    # Every ack item was written once; were batch acks written alone, there would be at least
+    # four statements (the three batches, then the singles).
+    assert sum(statements) == 332
+    assert len(statements) < 4
 
 
 async def test_concurrent_fetches_over_different_queues_share_a_flush(api, database_url):
@@ -92,3 +140,22 @@ async def test_coalescer_batches_while_a_write_is_in_flight():
         "err",
         60,
     ]
+
+
+async def test_coalescer_weighs_items_against_the_limit():
+    """Items that are batches count by their size: a write takes them while they fit, and one
+    heavier than the limit goes alone."""
+    batches: list[list[str]] = []
+    gate = asyncio.Event()
+
+    async def write(items):
+        batches.append(list(items))
+        await gate.wait()
+        return [len(item) for item in items]
+
+    c: Coalescer[str, int] = Coalescer(write, max_items=5, weight=len)
+    tasks = [asyncio.create_task(c.submit(s)) for s in ("a", "bb", "ccc", "dd", "eeeeeeee", "f")]
+    await asyncio.sleep(0.01)
+    gate.set()
+    assert await asyncio.gather(*tasks) == [1, 2, 3, 2, 8, 1]
+    assert batches == [["a", "bb"], ["ccc", "dd"], ["eeeeeeee"], ["f"]]

@@ -1,5 +1,5 @@
 """Group commit: requests that arrive while a statement is in flight are written together by the
-next one, so N concurrent single pushes (or acks) cost one round trip and one commit instead of N.
+next one, so N concurrent pushes (or acks) cost one round trip and one commit instead of N.
 Nothing waits on a timer: with no statement in flight, a request is written at once; each caller
 is answered only after its own commit."""
 
@@ -19,11 +19,15 @@ class Coalescer(Generic[T, R]):
         write: Callable[[Sequence[T]], Awaitable[Sequence[R | Exception]]],
         *,
         max_items: int,
+        weight: Callable[[T], int] = lambda _: 1,
     ) -> None:
         """``write`` stores items and returns one result per item, in order: a value, or the
-        exception that item's caller should get."""
+        exception that item's caller should get. One write takes items up to ``max_items`` of
+        ``weight`` in all (an item that weighs more goes alone), so a statement's arrays stay
+        bounded when each item is itself a batch."""
         self._write = write
         self._max_items = max_items
+        self._weight = weight
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._flushing: asyncio.Task[None] | None = None
 
@@ -37,8 +41,8 @@ class Coalescer(Generic[T, R]):
     async def _flush(self) -> None:
         try:
             while self._pending:
-                batch = self._pending[: self._max_items]
-                del self._pending[: self._max_items]
+                batch = self._pending[: self._take()]
+                del self._pending[: len(batch)]
                 try:
                     results = await self._write([item for item, _ in batch])
                 except BaseException as exc:  # every caller of this batch hears of it
@@ -57,3 +61,12 @@ class Coalescer(Generic[T, R]):
                         future.set_result(result)
         finally:
             self._flushing = None
+
+    def _take(self) -> int:
+        """How many of the pending items the next write takes (at least one)."""
+        total = 0
+        for n, (item, _) in enumerate(self._pending):
+            total += self._weight(item)
+            if total > self._max_items:
+                return max(n, 1)
+        return len(self._pending)

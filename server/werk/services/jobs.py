@@ -49,6 +49,9 @@ class JobSpec:
 
 # Jobs one claim statement takes at most, however many fetches it serves.
 CLAIM_MAX = 1000
+# Jobs one ack statement completes at most, however many acks it serves (a larger batch ack
+# goes alone).
+ACK_MAX = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +104,9 @@ class JobService:
         self._singles: Coalescer[NewJob, PushResult] = Coalescer(
             self._store_singles, max_items=1000
         )
-        self._acks: Coalescer[tuple[str, str], bool] = Coalescer(self._ack_together, max_items=1000)
+        self._acks: Coalescer[Sequence[tuple[str, str]], list[bool]] = Coalescer(
+            self._ack_together, max_items=ACK_MAX, weight=len
+        )
         self._claims: Coalescer[_Claim, list[Row]] = Coalescer(self._claim_together, max_items=1000)
 
     async def close(self) -> None:
@@ -323,31 +328,32 @@ class JobService:
         return results
 
     async def ack(self, jid: str, lease: str) -> None:
-        """Concurrent single acks share one statement and one commit."""
         lease_id = _lease_uuid(lease)
-        if lease_id is not None and await self._acks.submit((jid, lease_id)):
+        if lease_id is not None and (await self._acks.submit(((jid, lease_id),)))[0]:
             return
         await self._raise_not_current(jid)
 
-    async def _ack_together(self, acks: Sequence[tuple[str, str]]) -> list[bool]:
-        return await queries.ack_jobs(
-            self._ack_db,
-            self._clock.now(),
-            [jid for jid, _ in acks],
-            [lease for _, lease in acks],
-            keep_completed=self._keep_completed,
+    async def _ack_together(
+        self, requests: Sequence[Sequence[tuple[str, str]]]
+    ) -> list[list[bool]]:
+        """Concurrent acks, single or batch, share one statement and one commit: each statement
+        costs the server a write that wakes PostgreSQL, and PostgreSQL a transaction."""
+        acks = [ack for request in requests for ack in request]
+        done = iter(
+            await queries.ack_jobs(
+                self._ack_db,
+                self._clock.now(),
+                [jid for jid, _ in acks],
+                [lease for _, lease in acks],
+                keep_completed=self._keep_completed,
+            )
         )
+        return [[next(done) for _ in request] for request in requests]
 
     async def ack_many(self, acks: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
         """Returns (acked jids, jids whose lease was not current)."""
         valid = [(jid, lid) for jid, lease in acks if (lid := _lease_uuid(lease)) is not None]
-        results = await queries.ack_jobs(
-            self._pool,
-            self._clock.now(),
-            [jid for jid, _ in valid],
-            [lid for _, lid in valid],
-            keep_completed=self._keep_completed,
-        )
+        results = await self._acks.submit(valid) if valid else []
         acked = [jid for (jid, _), ok in zip(valid, results, strict=True) if ok]
         done = set(acked)
         return acked, [jid for jid, _ in acks if jid not in done]
