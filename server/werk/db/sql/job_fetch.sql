@@ -28,16 +28,20 @@ picked AS (
 ),
 claimed AS (
     -- Through an array, so the planner sees a small set to fetch by TID whatever it guesses
-    -- of $3 (a join on the CTE lets a generic plan hash-join a scan of the whole table).
-    SELECT c.ctid, c.slot
-    FROM unnest((SELECT array_agg(p.ctid) FROM picked p)) WITH ORDINALITY AS c(ctid, slot)
+    -- of $3 (a join on the CTE lets a generic plan hash-join a scan of the whole table). The
+    -- worker ids are unnested beside the TIDs (unnest pads the shorter array with NULLs): a
+    -- subscript ($3[slot]) walks a text array from its start, once per row.
+    SELECT c.ctid, c.wid, c.slot
+    FROM unnest((SELECT array_agg(p.ctid) FROM picked p), $3::text[]) WITH ORDINALITY
+        AS c(ctid, wid, slot)
+    WHERE c.ctid IS NOT NULL
 )
 UPDATE werk_jobs j
 SET state = 'active',
     attempt = j.attempt + 1,
     lease = gen_random_uuid(),
     lease_expires_at = clock.now + make_interval(secs => j.reserve_for),
-    wid = ($3::text[])[claimed.slot]
+    wid = claimed.wid
 FROM claimed, clock
 WHERE j.ctid = claimed.ctid
 RETURNING claimed.slot, j.*
