@@ -352,6 +352,32 @@ async def test_lost_worker_releases_its_leases_at_once(make_api):
     assert r.status_code == 409
 
 
+async def test_leases_a_lost_worker_takes_later_are_released_for_worker_timeout(make_api):
+    """A worker marked gone that still fetches loses those leases at the next pass for another
+    worker_timeout seconds (the same window retries leases a pass skipped); after that they
+    wait out their reservation, as finding them means reading every active job."""
+    api = await make_api(worker_timeout=60)
+    for _ in range(2):
+        await push(api, reserve_for=3600)
+    await api.http.post("/v1/beat", json={"wid": "w1"})
+    api.clock.advance(61)
+    await api.maintain()  # w1 is gone, holding nothing
+    (late,) = await fetch(api, wid="w1", count=1)
+    api.clock.advance(59)
+    await api.maintain()
+    stored = (await api.http.get(f"/v1/jobs/{late['jid']}")).json()
+    assert stored["state"] == "scheduled"
+    assert stored["failure"]["errtype"] == "WorkerLost"
+    api.clock.advance(2)  # 61 s after w1 was marked gone
+    (later,) = await fetch(api, wid="w1", count=1)
+    await api.maintain()
+    assert (await api.http.get(f"/v1/jobs/{later['jid']}")).json()["state"] == "active"
+    api.clock.advance(3600)
+    await api.maintain()
+    stored = (await api.http.get(f"/v1/jobs/{later['jid']}")).json()
+    assert stored["failure"]["errtype"] == "ReservationExpired"
+
+
 async def test_beating_worker_keeps_its_leases(make_api):
     api = await make_api(worker_timeout=60)
     await push(api, reserve_for=3600)

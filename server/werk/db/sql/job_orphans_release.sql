@@ -3,6 +3,11 @@
 -- same statement). Each orphaning counts toward $2 max_orphans: a job that keeps killing its
 -- worker is dead after that many, whatever its retry budget. Bounded by $4; SKIP LOCKED makes it
 -- safe on every node.
+-- This runs once a second on every node, so it must not read every active job: the expired ones
+-- come from werk_jobs_active_idx in expiry order, and the jobs of lost workers (no index has
+-- active jobs by worker: every claim would pay for one) are looked for only while some worker
+-- was marked gone in the last $3 seconds. That window retries the leases an earlier pass skipped
+-- (locked, or past $4); any left after it wait out their reservation like any other lease.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -13,17 +18,38 @@ gone AS (
     WHERE w.gone_at IS NULL AND w.last_beat_at < c.now - make_interval(secs => $3::float8)
     RETURNING w.wid
 ),
+lost AS (
+    SELECT wid FROM gone
+    UNION
+    SELECT w.wid FROM werk_workers w, clock c
+    WHERE w.gone_at >= c.now - make_interval(secs => $3::float8)
+),
+candidates AS (
+    (SELECT j.jid
+     FROM werk_jobs j
+     -- the clock spelled out, so it bounds the index scan (see job_promote.sql)
+     WHERE j.state = 'active' AND j.lease_expires_at <= coalesce($1::timestamptz, now())
+     ORDER BY j.lease_expires_at
+     LIMIT $4)
+    UNION
+    (SELECT j.jid
+     FROM werk_jobs j
+     WHERE EXISTS (SELECT 1 FROM lost)  -- checked once: with no lost worker nothing is read
+       AND j.state = 'active' AND j.wid IN (SELECT wid FROM lost)
+     LIMIT $4)
+),
 target AS (
+    -- Found by jid, and the conditions checked again on the row locked ("holds a lease", not
+    -- state = 'active', so the planner cannot walk werk_jobs_active_idx instead).
     SELECT j.jid, j.queue, j.retry_count, j.orphans + 1 AS orphans, j.reserve_for,
            CASE WHEN j.lease_expires_at <= c.now THEN 'ReservationExpired' ELSE 'WorkerLost' END
                AS errtype,
            werk_failure_outcome(j.retry, j.retry_count + 1, false, j.orphans + 1, $2) AS outcome,
            ($2 > 0 AND j.orphans + 1 >= $2) AS poisoned
     FROM werk_jobs j, clock c
-    WHERE j.state = 'active'
-      AND (j.lease_expires_at <= c.now
-           OR j.wid IN (SELECT wid FROM gone)
-           OR j.wid IN (SELECT wid FROM werk_workers WHERE gone_at IS NOT NULL))
+    WHERE j.jid = ANY (ARRAY(SELECT jid FROM candidates))
+      AND j.lease IS NOT NULL
+      AND (j.lease_expires_at <= c.now OR j.wid IN (SELECT wid FROM lost))
     ORDER BY j.lease_expires_at
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED

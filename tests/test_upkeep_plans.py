@@ -1,0 +1,72 @@
+"""The upkeep statements every node runs once a second (release orphaned leases, promote due
+jobs) must read what they change, not every active or scheduled job. Both compared their index
+column with the clock of a CTE, which PostgreSQL can only apply as a filter: the scan ran over
+the whole index whenever fewer jobs were due than the batch. The orphan release also looked for
+the jobs of lost workers on every pass, which no index can answer. This reads their plans
+(EXPLAIN ANALYZE in a rolled-back transaction) with many jobs held and many scheduled for later,
+none of them due."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from werk.db.sql import sql
+
+JOBS = 20_000
+
+STATEMENTS = {
+    # now, max_orphans, worker_timeout, limit, shard
+    "job_orphans_release": "NULL, 3, 60, 1000, 0",
+    # now, limit
+    "job_promote": "NULL, 1000",
+}
+
+
+@pytest.fixture
+async def held_and_scheduled(api: object, database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(database_url)
+    await conn.execute(
+        """
+        INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at,
+                               attempt, lease, lease_expires_at, wid)
+        SELECT 'held-job-' || g, 'noop', 'busy', '[]', 'active', now(), now(), now(),
+               1, gen_random_uuid(), now() + interval '30 minutes', 'w'
+        FROM generate_series(1, $1) AS g
+        """,
+        JOBS,
+    )
+    await conn.execute(
+        """
+        INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at)
+        SELECT 'later-job-' || g, 'noop', 'busy', '[]', 'scheduled',
+               now() + interval '1 hour' + g * interval '1 second', now()
+        FROM generate_series(1, $1) AS g
+        """,
+        JOBS,
+    )
+    await conn.execute("ANALYZE werk_jobs")
+    yield conn
+    await conn.close()
+
+
+@pytest.mark.parametrize("plan_mode", ["force_generic_plan", "force_custom_plan"])
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+async def test_an_upkeep_pass_with_nothing_due_reads_next_to_nothing(
+    held_and_scheduled: asyncpg.Connection, name: str, plan_mode: str
+) -> None:
+    conn = held_and_scheduled
+    await conn.execute(f"SET plan_cache_mode = {plan_mode}")
+    await conn.execute(f"PREPARE s AS {sql(name)}")
+    async with conn.transaction():
+        for _ in range(6):  # a prepared statement settles on its generic plan at the sixth run
+            rows = await conn.fetch(
+                f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) EXECUTE s({STATEMENTS[name]})"
+            )
+        plan = "\n".join(r[0] for r in rows)
+    # A node's figure includes its children's: the largest is the most the statement read.
+    read = max((int(n) for n in re.findall(r"shared hit=(\d+)", plan)), default=0)
+    assert read < 100, plan  # before: every held or scheduled job, hundreds of pages
