@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from tests.support.helpers import explain
 from werk.db.sql import sql
 
 JOBS = 20_000
@@ -56,11 +57,9 @@ async def many_in_flight(api: object, database_url: str) -> AsyncIterator[asyncp
 async def test_a_lease_statement_finds_its_job_by_the_primary_key(
     many_in_flight: asyncpg.Connection, name: str, plan_mode: str
 ) -> None:
-    conn = many_in_flight
-    await conn.execute(f"SET plan_cache_mode = {plan_mode}")
-    await conn.execute(f"PREPARE s AS {sql(name)}")
-    rows = await conn.fetch(f"EXPLAIN (COSTS OFF) EXECUTE s({STATEMENTS[name]})")
-    plan = "\n".join(r[0] for r in rows)
+    plan = await explain(
+        many_in_flight, sql(name), STATEMENTS[name], plan_mode=plan_mode, analyze=False
+    )
     assert "werk_jobs_pkey" in plan, plan
     assert "werk_jobs_active_idx" not in plan, plan
     assert "Seq Scan on werk_jobs" not in plan, plan

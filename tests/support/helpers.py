@@ -19,3 +19,23 @@ async def sql(database_url: str, query: str, *args: Any) -> list[Any]:
 async def count_jobs(database_url: str) -> int:
     rows = await sql(database_url, "SELECT count(*) AS n FROM werk_jobs")
     return int(rows[0]["n"])
+
+
+async def explain(
+    conn: asyncpg.Connection, statement: str, literals: str, *, plan_mode: str, analyze: bool
+) -> str:
+    """The plan of ``statement`` prepared, as the server's pools send it, and executed with these
+    SQL literals; ``plan_mode`` is force_generic_plan (what a prepared statement settles on) or
+    force_custom_plan. With ``analyze`` it runs, in a transaction rolled back, and each node
+    shows the buffers it read."""
+    options = "ANALYZE, BUFFERS, COSTS OFF, TIMING OFF" if analyze else "COSTS OFF"
+    await conn.execute(f"PREPARE explained AS {statement}")
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        await conn.execute(f"SET LOCAL plan_cache_mode = {plan_mode}")
+        rows = await conn.fetch(f"EXPLAIN ({options}) EXECUTE explained({literals})")
+    finally:
+        await transaction.rollback()
+        await conn.execute("DEALLOCATE explained")
+    return "\n".join(r[0] for r in rows)
