@@ -24,19 +24,22 @@ lost AS (
     SELECT w.wid FROM werk_workers w, clock c
     WHERE w.gone_at >= c.now - make_interval(secs => $3::float8)
 ),
-candidates AS (
-    (SELECT j.jid
-     FROM werk_jobs j
-     -- the clock spelled out, so it bounds the index scan (see job_promote.sql)
-     WHERE j.state = 'active' AND j.lease_expires_at <= coalesce($1::timestamptz, now())
-     ORDER BY j.lease_expires_at
-     LIMIT $4)
-    UNION
-    (SELECT j.jid
-     FROM werk_jobs j
-     WHERE EXISTS (SELECT 1 FROM lost)  -- checked once: with no lost worker nothing is read
-       AND j.state = 'active' AND j.wid IN (SELECT wid FROM lost)
-     LIMIT $4)
+expired AS (
+    SELECT j.jid
+    FROM werk_jobs j
+    -- the clock spelled out, so it bounds the index scan (see job_promote.sql)
+    WHERE j.state = 'active' AND j.lease_expires_at <= coalesce($1::timestamptz, now())
+    ORDER BY j.lease_expires_at
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED  -- other nodes take the next ones, not the same
+),
+orphaned AS (
+    SELECT j.jid
+    FROM werk_jobs j
+    WHERE EXISTS (SELECT 1 FROM lost)  -- checked once: with no lost worker nothing is read
+      AND j.state = 'active' AND j.wid IN (SELECT wid FROM lost)
+    LIMIT $4
+    FOR UPDATE OF j SKIP LOCKED
 ),
 target AS (
     -- Found by jid, and the conditions checked again on the row locked ("holds a lease", not
@@ -47,7 +50,7 @@ target AS (
            werk_failure_outcome(j.retry, j.retry_count + 1, false, j.orphans + 1, $2) AS outcome,
            ($2 > 0 AND j.orphans + 1 >= $2) AS poisoned
     FROM werk_jobs j, clock c
-    WHERE j.jid = ANY (ARRAY(SELECT jid FROM candidates))
+    WHERE j.jid = ANY (ARRAY(SELECT jid FROM expired UNION SELECT jid FROM orphaned))
       AND j.lease IS NOT NULL
       AND (j.lease_expires_at <= c.now OR j.wid IN (SELECT wid FROM lost))
     ORDER BY j.lease_expires_at
