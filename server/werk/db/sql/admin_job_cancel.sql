@@ -25,6 +25,8 @@ SET state = 'cancelled',
     finished_at = c.now,
     lease = NULL,
     lease_expires_at = NULL
-FROM target t, clock c
-WHERE j.jid = t.jid
+FROM clock c
+-- Through an array, so the rows are found by primary key whatever the planner guesses of the
+-- target's size (a join on the CTE let it hash-join a scan of the whole table).
+WHERE j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
 RETURNING j.jid, j.queue

@@ -21,6 +21,7 @@ target AS (
     FOR UPDATE OF j SKIP LOCKED
 )
 DELETE FROM werk_jobs j
-USING target t
-WHERE j.jid = t.jid
+-- Through an array, so the rows are found by primary key whatever the planner guesses of the
+-- target's size (a join on the CTE let it hash-join a scan of the whole table).
+WHERE j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
 RETURNING j.jid, j.queue

@@ -29,6 +29,8 @@ SET state = 'dead',
     failed_at = coalesce(j.failed_at, c.now),
     errtype = coalesce(j.errtype, 'Killed'),
     message = coalesce(j.message, 'killed by an operator')
-FROM target t, clock c
-WHERE j.jid = t.jid
+FROM clock c
+-- Through an array, so the rows are found by primary key whatever the planner guesses of the
+-- target's size (a join on the CTE let it hash-join a scan of the whole table).
+WHERE j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
 RETURNING j.jid, j.queue
