@@ -139,7 +139,10 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
 
     async def work(conn: asyncpg.Connection) -> int:
         done = 0
-        while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count):
+        # the leases drawn as the server draws them (werk.db.queries.fetch_jobs)
+        while rows := await conn.fetch(
+            fetch, None, [QUEUE], ["floor"] * count, secrets.token_bytes(16 * count)
+        ):
             leases = [str(r["lease"]) for r in rows]  # the server's codec reads them as text
             await conn.fetch(ack, None, [r["jid"] for r in rows], leases, False, 0, [])
             done += len(rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -313,6 +314,7 @@ class Db:
                     None,
                     [queue],
                     ["bench-explain"] * 100,
+                    secrets.token_bytes(1600),  # the leases (werk.db.queries.fetch_jobs)
                 )
             finally:
                 await tr.rollback()

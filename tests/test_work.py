@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from datetime import datetime
 
 import pytest
@@ -24,6 +26,9 @@ async def fetch(api, queues=("default",), count=10, wid="w1", wait=0):
     return r.json()["jobs"]
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def ts(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
@@ -36,6 +41,28 @@ async def test_fetch_leases_the_job(api):
     assert got["lease"]
     assert (ts(got["lease_expires_at"]) - api.clock.now()).total_seconds() == 120
     assert await fetch(api) == []  # leased jobs are not handed out again
+
+
+async def test_every_attempt_gets_a_lease_of_its_own(api):
+    """Leases come from random bytes drawn per claim statement; fetches served together by one
+    statement, and a second attempt of the same job, each get their own."""
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "t"}] * 300})
+    assert r.status_code == 201, r.text
+    fetched = await asyncio.gather(*(fetch(api, count=50, wid=f"w{i}") for i in range(6)))
+    jobs = [j for batch in fetched for j in batch]
+    assert len(jobs) == 300 and len({j["jid"] for j in jobs}) == 300
+    leases = [j["lease"] for j in jobs]
+    assert len(set(leases)) == 300
+    assert all(_CANONICAL_UUID.fullmatch(lease) for lease in leases), leases[:3]
+    first = jobs[0]
+    r = await api.http.post(
+        f"/v1/jobs/{first['jid']}/fail", json={"lease": first["lease"], "retry_in": 0}
+    )
+    assert r.status_code == 200, r.text
+    await api.maintain()
+    (again,) = await fetch(api)
+    assert again["jid"] == first["jid"] and again["attempt"] == 2
+    assert again["lease"] not in leases
 
 
 async def test_queues_are_tried_in_the_given_order(api):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -104,8 +105,9 @@ async def fetch_jobs(
     db: Executor, now: datetime | None, queues: Sequence[str], slots: Sequence[str]
 ) -> list[Any]:
     """Claim up to ``len(slots)`` jobs, the n-th for worker ``slots[n]``; each row carries its
-    1-based ``slot``."""
-    return await db.fetch(sql("job_fetch"), now, list(queues), list(slots))
+    1-based ``slot``. The leases are drawn here, 16 random bytes per slot in one call."""
+    leases = secrets.token_bytes(16 * len(slots))
+    return await db.fetch(sql("job_fetch"), now, list(queues), list(slots), leases)
 
 
 async def unclaim_jobs(db: Executor, jids: Sequence[str], leases: Sequence[str]) -> list[str]:

@@ -3,7 +3,9 @@
 -- after request; the claimed jobs fill those slots in claim order, and each row says its slot.
 -- Queues in $2 are tried strictly in the given order (the outer LIMIT stops the lateral scan at
 -- the first queues that fill the request), highest priority then oldest first, skipping paused
--- queues and rows other fetchers hold. Each claimed job gets a fresh lease token.
+-- queues and rows other fetchers hold. Each claimed job gets a fresh lease token: the 16 bytes
+-- at its slot in $4, random bytes the server draws once per statement (gen_random_uuid() draws
+-- each job's through OpenSSL, 8 % of this statement's CPU in a profile of claims of 1,000).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -39,7 +41,7 @@ claimed AS (
 UPDATE werk_jobs j
 SET state = 'active',
     attempt = j.attempt + 1,
-    lease = gen_random_uuid(),
+    lease = encode(substring($4::bytea FROM claimed.slot::int * 16 - 15 FOR 16), 'hex')::uuid,
     lease_expires_at = clock.now + make_interval(secs => j.reserve_for),
     wid = claimed.wid
 FROM claimed, clock
