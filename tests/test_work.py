@@ -44,8 +44,8 @@ async def test_fetch_leases_the_job(api):
 
 
 async def test_every_attempt_gets_a_lease_of_its_own(api):
-    """Leases come from random bytes drawn per claim statement; fetches served together by one
-    statement, and a second attempt of the same job, each get their own."""
+    """Leases are cut from random bytes drawn once per claim statement: every job of six
+    concurrent fetches (which may share statements), and a second attempt, gets its own."""
     r = await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "t"}] * 300})
     assert r.status_code == 201, r.text
     fetched = await asyncio.gather(*(fetch(api, count=50, wid=f"w{i}") for i in range(6)))
