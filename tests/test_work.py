@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from datetime import datetime
 
 import pytest
@@ -54,6 +55,8 @@ async def test_every_attempt_gets_a_lease_of_its_own(api):
     leases = [j["lease"] for j in jobs]
     assert len(set(leases)) == 300
     assert all(_CANONICAL_UUID.fullmatch(lease) for lease in leases), leases[:3]
+    assert {uuid.UUID(lease).version for lease in leases} == {4}  # as gen_random_uuid()'s
+    assert {uuid.UUID(lease).variant for lease in leases} == {uuid.RFC_4122}
     first = jobs[0]
     r = await api.http.post(
         f"/v1/jobs/{first['jid']}/fail", json={"lease": first["lease"], "retry_in": 0}
