@@ -172,6 +172,23 @@ async def test_batch_ack_reports_lost_leases(api):
     assert body["lease_lost"] == [jobs[2]["jid"]]
 
 
+async def test_batch_ack_with_two_leases_in_one_item_acks_only_the_rest(api):
+    """The server checks a batch's leases all at once when each looks canonical: two leases
+    joined by a comma in one item must not pass for two items' worth."""
+    for _ in range(3):
+        await push(api)
+    a, b, c = await fetch(api, count=3)
+    acks = [
+        {"jid": a["jid"], "lease": a["lease"] + "," + b["lease"]},
+        {"jid": c["jid"], "lease": c["lease"]},
+    ]
+    r = await api.http.post("/v1/ack", json={"acks": acks})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"acked": [c["jid"]], "lease_lost": [a["jid"]]}
+    for job in (a, b):
+        assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json()["state"] == "active"
+
+
 async def test_fail_schedules_a_retry_with_backoff_and_failure_fields(api):
     await push(api, backtrace=5)
     (job,) = await fetch(api)

@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     StringConstraints,
 )
+from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
 
 from werk.domain import job as rules
 
@@ -208,7 +209,10 @@ class Lease(_Strict):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
 
 
-class AckItem(_Strict):
+# A dict, not a model: validating a batch then builds no model object per item, which was 30 %
+# of the batch's validation (1.75 against 1.23 us per item, batches of 100).
+class AckItem(TypedDict):
+    __pydantic_config__ = ConfigDict(strict=True, extra="forbid")  # type: ignore[misc]
     jid: Jid
     lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
 

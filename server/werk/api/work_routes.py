@@ -52,7 +52,7 @@ async def ack_batch(
     """Ack many jobs at once; jobs whose lease is not current are listed, not acked."""
     if len(body.acks) > settings.max_batch:
         raise InvalidRequest(f"at most {settings.max_batch} acks per request")
-    acked, lost = await services.jobs.ack_many([(a.jid, a.lease) for a in body.acks])
+    acked, lost = await services.jobs.ack_many([(a["jid"], a["lease"]) for a in body.acks])
     return JSON({"acked": acked, "lease_lost": lost})
 
 

@@ -141,7 +141,8 @@ async def ack_jobs(
 ) -> list[bool]:
     """Each job is named with its lease, or (lease None) with the worker holding it. Returns,
     per item, whether it completed the job."""
-    # No worker ids (HTTP acks name leases): an empty array, which unnest pads with NULLs.
+    # No worker ids (HTTP acks name leases): an empty list, which ROWS FROM pads with NULLs.
+    # The lists go to json parameters: the pool's codec writes each with one orjson call.
     named = list(wids) if wids is not None else []
     done = set(
         await db.fetchval(

@@ -75,7 +75,9 @@ class FailResult:
     next_at: datetime | None
 
 
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_CANONICAL_UUID = re.compile(_UUID)
+_CANONICAL_UUIDS = re.compile(rf"{_UUID}(?:,{_UUID})*")
 
 
 def _lease_uuid(lease: str) -> str | None:
@@ -87,6 +89,16 @@ def _lease_uuid(lease: str) -> str | None:
         return str(uuid.UUID(lease))
     except ValueError:
         return None
+
+
+def _with_lease_uuids(acks: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The acks whose lease may be current, each lease in canonical form. When every lease is
+    canonical already (as Werk hands them out), one regex over them all says so: a check per
+    lease was 0.5 us per job in a batch ack. As many commas as separators: no lease holds one."""
+    joined = ",".join([lease for _, lease in acks])
+    if joined.count(",") == len(acks) - 1 and _CANONICAL_UUIDS.fullmatch(joined):
+        return list(acks)
+    return [(jid, lid) for jid, lease in acks if (lid := _lease_uuid(lease)) is not None]
 
 
 class JobService:
@@ -352,7 +364,7 @@ class JobService:
 
     async def ack_many(self, acks: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
         """Returns (acked jids, jids whose lease was not current)."""
-        valid = [(jid, lid) for jid, lease in acks if (lid := _lease_uuid(lease)) is not None]
+        valid = _with_lease_uuids(acks)
         results = await self._acks.submit(valid) if valid else []
         acked = [jid for (jid, _), ok in zip(valid, results, strict=True) if ok]
         done = set(acked)
