@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
+import orjson
 
 from bench.httpclient import Connection
 from bench.scenarios import Context, _timed, pct
@@ -143,8 +144,10 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
         while rows := await conn.fetch(
             fetch, None, [QUEUE], ["floor"] * count, secrets.token_bytes(16 * count)
         ):
-            leases = [str(r["lease"]) for r in rows]  # the server's codec reads them as text
-            await conn.fetch(ack, None, [r["jid"] for r in rows], leases, False, 0, [])
+            # JSON lists, one orjson call each, as the server's codec writes them
+            jids = orjson.dumps([r["jid"] for r in rows]).decode()
+            leases = orjson.dumps([str(r["lease"]) for r in rows]).decode()
+            await conn.fetch(ack, None, jids, leases, False, 0, "[]")
             done += len(rows)
         return done
 

@@ -1,0 +1,56 @@
+"""bench/floor.py sends the server's own statements straight from asyncpg, its parameters
+spelled as the server's codecs spell them, so a statement whose parameters change must change
+there too (an ack statement taking JSON lists once broke a record run, not a test). Each
+statement runs here once, on a few jobs."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from bench import floor
+from bench.scenarios import Context
+from bench.target import Target
+
+
+def _context(database_url: str, jobs: int) -> Context:
+    return Context(
+        target=Target(url="http://127.0.0.1:9", database_url=database_url),
+        jobs=jobs,
+        repeat=1,
+        backlog=0,
+        dead=0,
+        in_flight=0,
+        churn=0,
+        churn_first=0,
+        latency_jobs=0,
+        latency_interval=0.01,
+        idle_polls=0,
+        idle_settle=0.0,
+        idle_window=0.0,
+        push_clients=[1],
+        batch_sizes=[10],
+        batch_clients=1,
+        work_workers_1=1,
+        work_workers_100=1,
+        churn_producers=1,
+        churn_workers=1,
+        sample_waits=False,
+    )
+
+
+@pytest.mark.parametrize("lean", [False, True], ids=["werk_jobs", "lean copy"])
+async def test_the_floor_statements_push_claim_and_ack(database_url: str, lean: bool) -> None:
+    ctx = _context(database_url, jobs=200)
+    pushed = await floor.push_batches(ctx, lean=lean, batch=10)
+    assert pushed["jobs"] == 200
+    # claim_and_ack seeds ctx.jobs more, then claims and acks until none is left (the lean copy
+    # is made afresh for each scenario, so it holds only those).
+    worked = await floor.claim_and_ack(ctx, lean=lean, count=10)
+    assert worked["jobs"] == (200 if lean else 400)
+    if not lean:  # (the lean copy is dropped afterwards)
+        conn = await asyncpg.connect(database_url)
+        try:
+            assert await conn.fetchval("SELECT count(*) FROM werk_jobs") == 0
+        finally:
+            await conn.close()
