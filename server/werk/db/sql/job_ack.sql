@@ -9,7 +9,7 @@
 -- The three lists come as JSON arrays of strings (one orjson call each in the server), not as
 -- text arrays: asyncpg checks every element of an array argument for nesting with two Python
 -- isinstance calls. For acks of 1,000 that cost the server 1.8 us per job more, and PostgreSQL
--- 0.7-1.0 us less, than unpacking JSON here (the 2-core reference machine on a slow day).
+-- 1.0 us less, than unpacking JSON here (the 2-core reference machine on a slow day).
 -- "Active" is said as "holds a lease" (the same thing: werk_jobs_lease_iff_active), never as
 -- state = 'active': that term would let the planner look the jobs up through
 -- werk_jobs_active_idx, a walk over every active job, which it does when the statistics say few
