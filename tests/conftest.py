@@ -43,10 +43,13 @@ def pg_root_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def test_databases(pg_root_url: str) -> TestDatabases:
+def test_databases(pg_root_url: str) -> Iterator[TestDatabases]:
     dbs = TestDatabases(pg_root_url)
     asyncio.run(dbs.create_template())
-    return dbs
+    try:
+        yield dbs
+    finally:  # on WERK_TEST_DATABASE_URL's server, a run leaves no database behind
+        asyncio.run(dbs.drop(dbs.template))
 
 
 @pytest.fixture
