@@ -28,6 +28,12 @@ log = logging.getLogger(__name__)
 # server keeps depends on prompt collection of cycles; they are still collected, later.
 GC_YOUNG_THRESHOLD = 50_000
 
+# How long an idle keep-alive connection stays open. uvicorn's default, 5 s, is the idle expiry of
+# httpx's and other clients' pools: a client reusing a connection just as the server closes it
+# gets no answer (a ReadError in httpx, and the POST is not retried). The server must outlast
+# the clients' expiries; 75 s is nginx's default.
+KEEP_ALIVE_SECONDS = 75
+
 
 class WerkServer(uvicorn.Server):
     """Builds the app inside the serving process (so N processes each own their pool) and ends
@@ -43,6 +49,7 @@ class WerkServer(uvicorn.Server):
                 port=settings.port,
                 log_level=settings.log_level,
                 timeout_graceful_shutdown=30,
+                timeout_keep_alive=KEEP_ALIVE_SECONDS,
                 access_log=settings.log_level == "debug",
                 server_header=False,
             )
