@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import statistics
 import subprocess
 from pathlib import Path
@@ -29,6 +28,7 @@ import asyncpg
 from bench.target import REPO
 from werk.db.migrate import migrate
 from werk.db.pool import connect
+from werk.db.queries import new_leases
 
 DATABASE = "werk_claim_variants"
 PER_STATEMENT = 1000
@@ -69,7 +69,7 @@ async def compare(dsn: str, variants: dict[str, str], rounds: int, statements: i
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 before, claimed = _cpu_ns(backend), 0
                 for _ in range(statements):
-                    leases = secrets.token_bytes(16 * PER_STATEMENT)
+                    leases = new_leases(PER_STATEMENT)
                     claimed += len(await prepared[name].fetch(None, ["q"], wids, leases))
                 per_job[name].append((_cpu_ns(backend) - before) / 1000 / claimed)
                 await conn.execute("VACUUM werk_jobs")

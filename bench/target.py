@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -20,6 +19,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+
+from werk.db.queries import new_leases
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/"
@@ -314,7 +315,7 @@ class Db:
                     None,
                     [queue],
                     ["bench-explain"] * 100,
-                    secrets.token_bytes(1600),  # the leases (werk.db.queries.fetch_jobs)
+                    new_leases(100),
                 )
             finally:
                 await tr.rollback()

@@ -106,7 +106,7 @@ async def fetch_jobs(
 ) -> list[Any]:
     """Claim up to ``len(slots)`` jobs, the n-th for worker ``slots[n]``; each row carries its
     1-based ``slot``. The leases are drawn here, 16 random bytes per slot in one call."""
-    return await db.fetch(sql("job_fetch"), now, list(queues), list(slots), _leases(len(slots)))
+    return await db.fetch(sql("job_fetch"), now, list(queues), list(slots), new_leases(len(slots)))
 
 
 # Byte maps that stamp a random UUID's version (4) and variant (RFC 4122) bits, as
@@ -115,7 +115,7 @@ _VERSION_4 = bytes((b & 0x0F) | 0x40 for b in range(256))
 _VARIANT_RFC_4122 = bytes((b & 0x3F) | 0x80 for b in range(256))
 
 
-def _leases(n: int) -> bytes:
+def new_leases(n: int) -> bytes:
     """``n`` random version 4 UUIDs, 16 bytes each, end to end (a few C calls for all of them)."""
     raw = bytearray(secrets.token_bytes(16 * n))
     raw[6::16] = raw[6::16].translate(_VERSION_4)
