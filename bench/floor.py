@@ -33,7 +33,7 @@ import orjson
 from bench.httpclient import Connection
 from bench.scenarios import Context, _timed, pct
 from bench.target import REPO
-from werk.db.queries import new_leases
+from werk.db.queries import claim_params
 from werk.domain.jids import new_jids
 
 SQL = REPO / "server" / "werk" / "db" / "sql"
@@ -58,12 +58,13 @@ def _sql(name: str) -> str:
 
 def _push_sql(jobs: str) -> str:
     """job_push.sql with its jobs from ``jobs`` (job_push_many or job_push_one) answering with
-    the inserted rows, as the server puts it together (werk.db.sql.sql_with)."""
+    what it decided per inserted job, as the server puts it together when no fetch waits for
+    the jobs (werk.db.sql.sql_with, werk.db.queries.push_jobs)."""
     return (
         _sql("job_push")
         .replace("/*jobs*/", _sql(jobs))
         .replace("/*conflict*/", _sql("job_push_new"))
-        .replace("/*answer*/", _sql("job_push_rows"))
+        .replace("/*answer*/", _sql("job_push_decided"))
     )
 
 
@@ -141,8 +142,8 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
 
     async def work(conn: asyncpg.Connection) -> int:
         done = 0
-        # the leases drawn as the server draws them (werk.db.queries.fetch_jobs)
-        while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count, new_leases(count)):
+        # the parameters as the server puts them (werk.db.queries.fetch_jobs)
+        while rows := await conn.fetch(fetch, *claim_params(None, [QUEUE], [("floor", count)])):
             # JSON lists, one orjson call each, as the server's codec writes them
             jids = orjson.dumps([r["jid"] for r in rows]).decode()
             leases = orjson.dumps([str(r["lease"]) for r in rows]).decode()

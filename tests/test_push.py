@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -330,6 +330,27 @@ async def test_a_batch_whose_jobs_differ_in_every_field_stores_each_as_given(api
         alone = await api.http.post("/v1/jobs", json={**spec, "jid": spec["jid"] + "-alone"})
         assert {**job, "jid": spec["jid"] + "-alone"} == alone.json()
     assert [j["state"] for j in r.json()["jobs"]] == ["available", "scheduled", "scheduled"]
+
+
+async def test_a_pushed_job_is_answered_as_it_is_stored(api):
+    """A job the push inserts is answered from the job as sent (not read back): the answer must
+    be what a read of the job returns, whatever the fields, alone and in batches."""
+    now = api.clock.now().astimezone(timezone(timedelta(hours=5, minutes=30)))
+    specs = [
+        {"jobtype": "plain"},
+        {"jobtype": "full", "args": [1.5, -(2**63), "é", {"zz": [None], "a": {"y": 1, "b": 2}}],
+         "queue": "q-as-stored", "priority": -3, "reserve_for": 61, "retry": -1,
+         "backtrace": 2, "custom": {"long-key": 1, "k": {"b": True, "a": False}}},
+        {"jobtype": "later", "at": (now + timedelta(hours=1)).isoformat()},
+        {"jobtype": "due", "at": (now - timedelta(hours=1)).isoformat()},
+    ]  # fmt: skip
+    answers = [(await api.http.post("/v1/jobs", json=spec)).json() for spec in specs]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": specs})
+    assert r.status_code == 201, r.text
+    answers += r.json()["jobs"]
+    for job in answers:
+        assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json() == job
+    assert [j["state"] for j in answers] == ["available", "available", "scheduled", "available"] * 2
 
 
 def test_sql_with_needs_its_marker_exactly_once():

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from werk.api import schemas
 from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
-from werk.api.views import JSON, job_view
+from werk.api.views import JSON, job_view, pushed_view
 from werk.errors import InvalidRequest
 from werk.services.jobs import JobSpec
 
@@ -58,7 +58,7 @@ def _spec(p: schemas.JobPush) -> JobSpec:
 async def push(body: schemas.JobPush, services: ServicesDep) -> Response:
     """Push one job. 201 when stored; 200 with the stored job when its jid already existed."""
     result = await services.jobs.push_one(_spec(body))
-    return JSON(job_view(result.job), status_code=201 if result.created else 200)
+    return JSON(pushed_view(result), status_code=201 if result.created else 200)
 
 
 @router.post(
@@ -90,7 +90,7 @@ async def push_batch(
         )
     results = await services.jobs.push(specs)
     return JSON(
-        {"jobs": [job_view(r.job) for r in results], "created": sum(r.created for r in results)},
+        {"jobs": [pushed_view(r) for r in results], "created": sum(r.created for r in results)},
         status_code=201,
     )
 

@@ -8,6 +8,8 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from werk.services.jobs import PushResult
+
 
 class JSON(Response):
     media_type = "application/json"
@@ -48,4 +50,36 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "lease": r["lease"],
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
+    }
+
+
+def pushed_view(result: PushResult) -> dict[str, Any]:
+    """``job_view`` of a pushed job. One this push inserted (and handed to no fetch) is rendered
+    from the job as sent, its JSON as the server encoded it for the insert, beside the columns
+    the statement decided; this is the job the database stores (its jsonb may order an object's
+    keys differently), without decoding and re-encoding it."""
+    j = result.sent
+    if j is None:
+        return job_view(result.job)
+    r = result.job
+    return {
+        "jid": j.jid,
+        "jobtype": j.jobtype,
+        "args": orjson.Fragment(j.args),
+        "queue": j.queue,
+        "priority": j.priority,
+        "reserve_for": j.reserve_for,
+        "retry": j.retry,
+        "backtrace": j.backtrace,
+        "custom": orjson.Fragment(j.custom),
+        "at": r["at"],
+        "state": r["state"],
+        "created_at": r["created_at"],
+        "enqueued_at": r["enqueued_at"],
+        "attempt": 0,
+        "progress": None,
+        "failure": None,
+        "lease": None,
+        "lease_expires_at": None,
+        "wid": None,
     }

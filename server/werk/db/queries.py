@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
@@ -39,6 +39,9 @@ class NewJob:
     at: datetime | None
 
 
+PushAnswer = Literal["rows", "decided", "jids"]
+
+
 def _column(values: list[Any]) -> tuple[list[Any], Any]:
     """One column of a batch for job_push_many.sql: ([], v) when every job holds v (the
     statement fills it in), else (values, None)."""
@@ -52,16 +55,18 @@ async def push_jobs(
     jobs: Sequence[NewJob],
     handoffs: Sequence[str | None] | None,
     *,
-    rows: bool = True,
+    answer: PushAnswer = "rows",
 ) -> list[Any]:
-    """Insert the jobs whose jid is new; returns the inserted rows (``rows``) or their jid,
-    queue and state. ``handoffs``: per job, the worker id of a fetch waiting for it, which gets
-    it reserved at once (when due, not paused); None: no job is handed off.
+    """Insert the jobs whose jid is new; returns per inserted job its row (``answer`` "rows"),
+    the columns the statement decided ("decided": jid, queue, state, at, created_at,
+    enqueued_at; for jobs handed to no fetch) or its jid, queue and state ("jids").
+    ``handoffs``: per job, the worker id of a fetch waiting for it, which gets it reserved at
+    once (when due, not paused); None: no job is handed off.
 
     The jids are first taken to be new, which spares PostgreSQL the duplicate check per job; when
     one exists, that statement fails having changed nothing, and the push is written again
     skipping existing jids."""
-    answer = "job_push_rows" if rows else "job_push_jids"
+    answer_sql = f"job_push_{answer}"
     if handoffs is None:
         handoffs = [None] * len(jobs)
     if len(jobs) == 1:
@@ -91,22 +96,36 @@ async def push_jobs(
         )  # fmt: skip
     try:
         return await db.fetch(
-            sql_with("job_push", jobs=shape, conflict="job_push_new", answer=answer), *args
+            sql_with("job_push", jobs=shape, conflict="job_push_new", answer=answer_sql), *args
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name != "werk_jobs_pkey":
             raise
     return await db.fetch(
-        sql_with("job_push", jobs=shape, conflict="job_push_dedupe", answer=answer), *args
+        sql_with("job_push", jobs=shape, conflict="job_push_dedupe", answer=answer_sql), *args
     )
 
 
+def claim_params(
+    now: datetime | None, queues: Sequence[str], requests: Sequence[tuple[str, int]]
+) -> tuple[Any, ...]:
+    """job_fetch.sql's parameters for fetch ``requests`` of (worker id, count): the worker ids,
+    fresh leases (16 random bytes per wanted job, in one call) and per wanted job its request's
+    index, in 2 bytes."""
+    slots = sum(count for _, count in requests)
+    owners = b"".join(k.to_bytes(2, "big") * count for k, (_, count) in enumerate(requests))
+    return now, list(queues), [wid for wid, _ in requests], new_leases(slots), owners
+
+
 async def fetch_jobs(
-    db: Executor, now: datetime | None, queues: Sequence[str], slots: Sequence[str]
+    db: Executor,
+    now: datetime | None,
+    queues: Sequence[str],
+    requests: Sequence[tuple[str, int]],
 ) -> list[Any]:
-    """Claim up to ``len(slots)`` jobs, the n-th for worker ``slots[n]``; each row carries its
-    1-based ``slot``. The leases are drawn here, 16 random bytes per slot in one call."""
-    return await db.fetch(sql("job_fetch"), now, list(queues), list(slots), new_leases(len(slots)))
+    """Claim up to ``count`` jobs for each of ``requests`` (worker id, count), in one statement;
+    each row carries the 1-based index of its ``request``."""
+    return await db.fetch(sql("job_fetch"), *claim_params(now, queues, requests))
 
 
 # Byte maps that stamp a random UUID's version (4) and variant (RFC 4122) bits, as

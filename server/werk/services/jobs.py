@@ -64,8 +64,13 @@ class _Claim:
 # Not frozen: a frozen dataclass's __init__ costs ~3x, and batches build thousands.
 @dataclass(slots=True)
 class PushResult:
+    """``job`` is the stored job, or, for a job this push inserted and handed to no fetch, only
+    the columns the statement decided (``queries.push_jobs``' "decided" answer), the rest being
+    ``sent`` as stored."""
+
     job: Row
     created: bool
+    sent: NewJob | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +143,7 @@ class JobService:
         Nothing is read back, and no job is stored reserved for a waiting fetch: those fetches
         are woken and claim. For producers that keep no more than the jids."""
         jobs = _new_jobs(specs)
-        inserted = await queries.push_jobs(self._pool, self._clock.now(), jobs, None, rows=False)
+        inserted = await queries.push_jobs(self._pool, self._clock.now(), jobs, None, answer="jids")
         self._hub.jobs_arrived(
             counts_by_queue(r["queue"] for r in inserted if r["state"] == "available")
         )
@@ -175,7 +180,7 @@ class JobService:
         for job in jobs:
             result = stored[job.jid]
             if job.jid in answered and isinstance(result, PushResult):
-                result = PushResult(job=result.job, created=False)
+                result = PushResult(job=result.job, created=False, sent=result.sent)
             answered.add(job.jid)
             results.append(result)
         return results
@@ -183,11 +188,20 @@ class JobService:
     async def _store(self, jobs: Sequence[NewJob], db: Executor) -> list[PushResult]:
         waiters = self._take_waiters(jobs)
         handed: dict[Waiter, list[Row]] = {w: [] for w in waiters if w is not None}
+        # Whole rows are read back only to hand them to fetches; otherwise the jobs as sent and
+        # what the statement decided for them are the answer.
+        sent = None if handed else {j.jid: j for j in jobs}
         try:
             inserted = await queries.push_jobs(
-                db, self._clock.now(), jobs, [w.wid if w else None for w in waiters]
+                db,
+                self._clock.now(),
+                jobs,
+                [w.wid if w else None for w in waiters] if handed else None,
+                answer="decided" if sent else "rows",
             )
-            by_jid = {r["jid"]: PushResult(job=r, created=True) for r in inserted}
+            by_jid = {
+                r["jid"]: PushResult(r, True, sent[r["jid"]] if sent else None) for r in inserted
+            }
             for job, waiter in zip(jobs, waiters, strict=True):
                 row = by_jid[job.jid].job if waiter and job.jid in by_jid else None
                 if waiter and row and row["state"] == "active" and row["wid"] == waiter.wid:
@@ -316,20 +330,19 @@ class JobService:
         db: Executor = self._claim_db if len(statements) == 1 else self._pool
 
         async def run(members: list[int]) -> None:
-            owners = [i for i in members for _ in range(claims[i].count)]
             try:
                 rows = await queries.fetch_jobs(
                     db,
                     self._clock.now(),
                     claims[members[0]].queues,
-                    [claims[i].wid for i in owners],
+                    [(claims[i].wid, claims[i].count) for i in members],
                 )
             except Exception as exc:
                 for i in members:
                     results[i] = exc
                 return
             for row in rows:
-                taken = results[owners[row["slot"] - 1]]
+                taken = results[members[row["request"] - 1]]
                 assert isinstance(taken, list)
                 taken.append(row)
 

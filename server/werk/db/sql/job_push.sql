@@ -6,7 +6,8 @@
 -- so the waiting fetch is answered by this commit without a claim of its own.
 -- The jobs come from job_push_many.sql (arrays, one element per job) or job_push_one.sql (plain
 -- values: a lone job's statement is 0.1 ms quicker without eleven one-element arrays); the answer
--- is job_push_rows.sql (the inserted jobs) or job_push_jids.sql (their jids, queues and states);
+-- is job_push_rows.sql (the inserted jobs), job_push_decided.sql (what this statement decided for
+-- them) or job_push_jids.sql (their jids, queues and states);
 -- existing jids are skipped by job_push_dedupe.sql, or fail the statement with job_push_new.sql.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
