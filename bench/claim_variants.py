@@ -9,8 +9,7 @@ of 1,000 jobs each, and reads the backend's CPU time from /proc/<pid>/schedstat 
 around them. The backend is pinned to core 1 and this process to core 0. Between variants the
 table is vacuumed (outside the measurement), so no variant walks the dead rows of another.
 
-A variant is a file holding the whole statement with the same parameters as job_fetch.sql
-(werk.db.queries.claim_params; here ten fetches of 100 per statement).
+A variant is a file holding the whole statement with the same parameters as job_fetch.sql.
 Prints the median and minimum per variant. Uses the database given by --dsn (default: the
 machine's PostgreSQL on loopback) and drops and recreates the database ``werk_claim_variants``.
 """
@@ -29,7 +28,7 @@ import asyncpg
 from bench.target import REPO
 from werk.db.migrate import migrate
 from werk.db.pool import connect
-from werk.db.queries import claim_params
+from werk.db.queries import new_leases
 
 DATABASE = "werk_claim_variants"
 PER_STATEMENT = 1000
@@ -65,13 +64,13 @@ async def compare(dsn: str, variants: dict[str, str], rounds: int, statements: i
         prepared = {name: await conn.prepare(text) for name, text in variants.items()}
         names = list(variants)
         per_job: dict[str, list[float]] = {name: [] for name in names}
-        requests = [(f"bench-{k}", PER_STATEMENT // 10) for k in range(10)]  # 10 fetches of 100
+        wids = ["bench"] * PER_STATEMENT
         for r in range(rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 before, claimed = _cpu_ns(backend), 0
                 for _ in range(statements):
-                    params = claim_params(None, ["q"], requests)
-                    claimed += len(await prepared[name].fetch(*params))
+                    leases = new_leases(PER_STATEMENT)
+                    claimed += len(await prepared[name].fetch(None, ["q"], wids, leases))
                 per_job[name].append((_cpu_ns(backend) - before) / 1000 / claimed)
                 await conn.execute("VACUUM werk_jobs")
     finally:

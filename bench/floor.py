@@ -33,7 +33,7 @@ import orjson
 from bench.httpclient import Connection
 from bench.scenarios import Context, _timed, pct
 from bench.target import REPO
-from werk.db.queries import claim_params
+from werk.db.queries import new_leases
 from werk.domain.jids import new_jids
 
 SQL = REPO / "server" / "werk" / "db" / "sql"
@@ -142,8 +142,8 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
 
     async def work(conn: asyncpg.Connection) -> int:
         done = 0
-        # the parameters as the server puts them (werk.db.queries.fetch_jobs)
-        while rows := await conn.fetch(fetch, *claim_params(None, [QUEUE], [("floor", count)])):
+        # the leases drawn as the server draws them (werk.db.queries.fetch_jobs)
+        while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count, new_leases(count)):
             # JSON lists, one orjson call each, as the server's codec writes them
             jids = orjson.dumps([r["jid"] for r in rows]).decode()
             leases = orjson.dumps([str(r["lease"]) for r in rows]).decode()

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from werk.db.queries import claim_params
+from werk.db.queries import new_leases
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/"
@@ -312,7 +312,10 @@ class Db:
                 await self.c.execute(f"SET LOCAL plan_cache_mode = {mode}")
                 rows = await self.c.fetch(
                     "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql_text,
-                    *claim_params(None, [queue], [("bench-explain", 100)]),
+                    None,
+                    [queue],
+                    ["bench-explain"] * 100,
+                    new_leases(100),
                 )
             finally:
                 await tr.rollback()

@@ -40,8 +40,8 @@ async def test_claim_uses_the_partial_claim_index_on_a_backlog(
             await conn.execute(f"SET LOCAL plan_cache_mode = {plan_mode}")
             rows = await conn.fetch(
                 "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "
-                "EXECUTE claim(NULL, '{busy}', '{w}', decode(repeat('ab', 1600), 'hex'), "
-                "decode(repeat('00', 200), 'hex'))"
+                "EXECUTE claim(NULL, '{busy}', array_fill('w'::text, ARRAY[100]), "
+                "decode(repeat('ab', 1600), 'hex'))"
             )
         finally:
             await transaction.rollback()

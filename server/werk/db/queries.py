@@ -106,26 +106,12 @@ async def push_jobs(
     )
 
 
-def claim_params(
-    now: datetime | None, queues: Sequence[str], requests: Sequence[tuple[str, int]]
-) -> tuple[Any, ...]:
-    """job_fetch.sql's parameters for fetch ``requests`` of (worker id, count): the worker ids,
-    fresh leases (16 random bytes per wanted job, in one call) and per wanted job its request's
-    index, in 2 bytes."""
-    slots = sum(count for _, count in requests)
-    owners = b"".join(k.to_bytes(2, "big") * count for k, (_, count) in enumerate(requests))
-    return now, list(queues), [wid for wid, _ in requests], new_leases(slots), owners
-
-
 async def fetch_jobs(
-    db: Executor,
-    now: datetime | None,
-    queues: Sequence[str],
-    requests: Sequence[tuple[str, int]],
+    db: Executor, now: datetime | None, queues: Sequence[str], slots: Sequence[str]
 ) -> list[Any]:
-    """Claim up to ``count`` jobs for each of ``requests`` (worker id, count), in one statement;
-    each row carries the 1-based index of its ``request``."""
-    return await db.fetch(sql("job_fetch"), *claim_params(now, queues, requests))
+    """Claim up to ``len(slots)`` jobs, the n-th for worker ``slots[n]``; each row carries its
+    1-based ``slot``. The leases are drawn here, 16 random bytes per slot in one call."""
+    return await db.fetch(sql("job_fetch"), now, list(queues), list(slots), new_leases(len(slots)))
 
 
 # Byte maps that stamp a random UUID's version (4) and variant (RFC 4122) bits, as

@@ -330,19 +330,20 @@ class JobService:
         db: Executor = self._claim_db if len(statements) == 1 else self._pool
 
         async def run(members: list[int]) -> None:
+            owners = [i for i in members for _ in range(claims[i].count)]
             try:
                 rows = await queries.fetch_jobs(
                     db,
                     self._clock.now(),
                     claims[members[0]].queues,
-                    [(claims[i].wid, claims[i].count) for i in members],
+                    [claims[i].wid for i in owners],
                 )
             except Exception as exc:
                 for i in members:
                     results[i] = exc
                 return
             for row in rows:
-                taken = results[members[row["request"] - 1]]
+                taken = results[owners[row["slot"] - 1]]
                 assert isinstance(taken, list)
                 taken.append(row)
 

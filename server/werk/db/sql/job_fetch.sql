@@ -1,9 +1,6 @@
 -- Claim available jobs for one or more fetch requests at once (concurrent fetches over the same
--- queues share this statement and its commit). $3 holds each request's worker id, and $5 per
--- wanted job (slot) the request it is for: 2 bytes each, the index in $3 from 0, request after
--- request. The claimed jobs fill the slots in claim order, and each row says its request (from
--- 1). Bytes, not a worker id per slot: asyncpg encodes a text array element by element, 0.7 ms
--- of the server's CPU for 1,000, on the path every claim waits on.
+-- queues share this statement and its commit). $3 holds one worker id per wanted job, request
+-- after request; the claimed jobs fill those slots in claim order, and each row says its slot.
 -- Queues in $2 are tried strictly in the given order (the outer LIMIT stops the lateral scan at
 -- the first queues that fill the request), highest priority then oldest first, skipping paused
 -- queues and rows other fetchers hold. Each claimed job gets a fresh lease token: the 16 bytes
@@ -26,25 +23,28 @@ picked AS (
         FROM werk_jobs j
         WHERE j.state = 'available' AND j.queue = w.name
         ORDER BY j.priority DESC, j.seq
-        LIMIT length($5::bytea) / 2
+        LIMIT cardinality($3::text[])
         FOR UPDATE SKIP LOCKED
     ) c
     ORDER BY w.ord  -- (sorts the queue list, then walks it: the LIMIT still stops early)
-    LIMIT length($5::bytea) / 2
+    LIMIT cardinality($3::text[])
 ),
 claimed AS (
     -- Through an array, so the planner sees a small set to fetch by TID whatever it guesses
-    -- of $5 (a join on the CTE lets a generic plan hash-join a scan of the whole table).
-    SELECT c.ctid, c.slot, get_byte($5::bytea, c.slot::int * 2 - 2) * 256
-                           + get_byte($5::bytea, c.slot::int * 2 - 1) + 1 AS request
-    FROM unnest((SELECT array_agg(p.ctid) FROM picked p)) WITH ORDINALITY AS c(ctid, slot)
+    -- of $3 (a join on the CTE lets a generic plan hash-join a scan of the whole table). The
+    -- worker ids are unnested beside the TIDs (unnest pads the shorter array with NULLs): a
+    -- subscript ($3[slot]) walks a text array from its start, once per row.
+    SELECT c.ctid, c.wid, c.slot
+    FROM unnest((SELECT array_agg(p.ctid) FROM picked p), $3::text[]) WITH ORDINALITY
+        AS c(ctid, wid, slot)
+    WHERE c.ctid IS NOT NULL
 )
 UPDATE werk_jobs j
 SET state = 'active',
     attempt = j.attempt + 1,
     lease = encode(substring($4::bytea FROM claimed.slot::int * 16 - 15 FOR 16), 'hex')::uuid,
     lease_expires_at = clock.now + make_interval(secs => j.reserve_for),
-    wid = ($3::text[])[claimed.request]
+    wid = claimed.wid
 FROM claimed, clock
 WHERE j.ctid = claimed.ctid
-RETURNING claimed.request, j.*
+RETURNING claimed.slot, j.*
