@@ -54,10 +54,10 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def pushed_view(result: PushResult) -> dict[str, Any]:
-    """``job_view`` of a pushed job. One this push inserted (and handed to no fetch) is rendered
-    from the job as sent, its JSON as the server encoded it for the insert, beside the columns
-    the statement decided; this is the job the database stores (its jsonb may order an object's
-    keys differently), without decoding and re-encoding it."""
+    """``job_view`` of a pushed job. A job the push inserted without reading it back is rendered
+    from the job as sent (its JSON as the server encoded it for the insert) and the columns the
+    statement decided: the job the database stores, whose jsonb may order an object's keys
+    differently, without decoding and re-encoding it."""
     j = result.sent
     if j is None:
         return job_view(result.job)

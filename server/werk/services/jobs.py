@@ -64,9 +64,9 @@ class _Claim:
 # Not frozen: a frozen dataclass's __init__ costs ~3x, and batches build thousands.
 @dataclass(slots=True)
 class PushResult:
-    """``job`` is the stored job, or, for a job this push inserted and handed to no fetch, only
-    the columns the statement decided (``queries.push_jobs``' "decided" answer), the rest being
-    ``sent`` as stored."""
+    """``job`` is the stored job or, for a job inserted by a push that handed none of its jobs
+    to a fetch, only the columns the statement decided (``queries.push_jobs``' "decided"
+    answer); the rest of that job is ``sent``, as stored."""
 
     job: Row
     created: bool
@@ -196,11 +196,12 @@ class JobService:
                 db,
                 self._clock.now(),
                 jobs,
-                [w.wid if w else None for w in waiters] if handed else None,
-                answer="decided" if sent else "rows",
+                [w.wid if w else None for w in waiters],
+                answer="rows" if sent is None else "decided",
             )
             by_jid = {
-                r["jid"]: PushResult(r, True, sent[r["jid"]] if sent else None) for r in inserted
+                r["jid"]: PushResult(r, True, None if sent is None else sent[r["jid"]])
+                for r in inserted
             }
             for job, waiter in zip(jobs, waiters, strict=True):
                 row = by_jid[job.jid].job if waiter and job.jid in by_jid else None
