@@ -7,11 +7,14 @@ import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from pydantic import TypeAdapter
 
 from tests.support.helpers import count_jobs
+from werk.api import schemas
 from werk.api.jobs_routes import wants_minimal
 from werk.db.sql import sql_with
 from werk.domain.jids import new_jid, new_jids
+from werk.services.jobs import JobSpec
 
 
 async def test_push_returns_the_stored_job_with_defaults(api):
@@ -351,6 +354,17 @@ async def test_a_pushed_job_is_answered_as_it_is_stored(api):
     for job in answers:
         assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json() == job
     assert [j["state"] for j in answers] == ["available", "available", "scheduled", "available"] * 2
+
+
+def test_the_defaults_the_schema_states_are_the_ones_applied():
+    """A pushed job is validated as a dict whose absent fields take JobSpec's defaults; the
+    schema states them separately (json_schema_extra), so the two must agree."""
+    properties = TypeAdapter(schemas.JobPush).json_schema()["properties"]
+    stated = {name: p["default"] for name, p in properties.items() if "default" in p}
+    assert set(stated) == {"jid", "queue", "priority", "reserve_for", "at", "retry", "backtrace"}
+    spec = JobSpec(jobtype="x")
+    assert {name: getattr(spec, name) for name in stated} == stated
+    assert (spec.args, spec.custom) == ([], {})
 
 
 def test_sql_with_needs_its_marker_exactly_once():

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -45,8 +45,9 @@ _JID_SEGMENT = re.compile(r"[^/\x00]{1,200}")
 @dataclass(frozen=True, slots=True)
 class DirectRoute:
     """``path`` may hold one ``{jid}`` segment. The endpoint takes ``body`` (its annotation is
-    the request model) and ``services``, and any of ``settings``, ``jid``, ``prefer`` (the
-    Prefer header) and ``request`` (its body already read), as keyword arguments."""
+    the request model or TypedDict) and ``services``, and any of ``settings``, ``jid``,
+    ``prefer`` (the Prefer header) and ``request`` (its body already read), as keyword
+    arguments."""
 
     method: str
     path: str
@@ -54,15 +55,15 @@ class DirectRoute:
     scope: AuthScope
 
     @property
-    def body_model(self) -> type[BaseModel]:
-        model: type[BaseModel] = get_type_hints(self.endpoint)["body"]
-        return model
+    def body_type(self) -> Any:
+        """The ``body`` annotation: a model, or a TypedDict (validated the same way)."""
+        return get_type_hints(self.endpoint)["body"]
 
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
     route: DirectRoute
-    model: type[BaseModel]
+    body: TypeAdapter[Any]
     extra: tuple[str, ...]  # what the endpoint takes besides ``body`` and ``services``
 
 
@@ -89,7 +90,7 @@ class DirectRoutes:
             if not {"body", "services"} <= set(names) <= _ARGUMENTS:
                 raise TypeError(f"{route.path}: see DirectRoute for what its endpoint may take")
             extra = tuple(n for n in names if n not in ("body", "services"))
-            plan = _Plan(route, route.body_model, extra)
+            plan = _Plan(route, TypeAdapter(route.body_type), extra)
             if "{jid}" in route.path:
                 head, _, tail = route.path.partition("{jid}")
                 self._by_jid.append((route.method, head, tail, plan))
@@ -148,10 +149,10 @@ class DirectRoutes:
         if auth.enabled and not _authorized(auth, scope, headers.authorization, plan.route.scope):
             return None
         try:
-            model = plan.model.model_validate_json(body)
+            value = plan.body.validate_json(body)
         except ValidationError:
             return None
-        kwargs: dict[str, Any] = {"body": model, "services": state.services}
+        kwargs: dict[str, Any] = {"body": value, "services": state.services}
         for name in plan.extra:
             if name == "settings":
                 kwargs[name] = state.settings

@@ -34,18 +34,7 @@ def wants_minimal(prefer: str) -> bool:
 
 
 def _spec(p: schemas.JobPush) -> JobSpec:
-    return JobSpec(
-        jid=p.jid,
-        jobtype=p.jobtype,
-        args=p.args,
-        queue=p.queue,
-        priority=p.priority,
-        reserve_for=p.reserve_for,
-        retry=p.retry,
-        backtrace=p.backtrace,
-        custom=p.custom,
-        at=p.at,
-    )
+    return JobSpec(**p)
 
 
 @router.post(

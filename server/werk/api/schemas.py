@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from fastapi import Path
 from pydantic import (
@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    with_config,
 )
 from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
 
@@ -94,45 +95,85 @@ Wid = Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValid
 JidInPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00]+$")]
 
 
+_STRICT = ConfigDict(strict=True, extra="forbid")
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
+    model_config = _STRICT
 
 
-class JobPush(_Strict):
+# A dict, not a model: validating a batch of 1,000 then builds no model object per job (with the
+# conversion to JobSpec 9.85 against 5.63 us per job). NotRequired fields take JobSpec's
+# defaults; the schema states them.
+@with_config(_STRICT)
+class JobPush(TypedDict):
     """A job to push. Only ``jobtype`` is required."""
 
-    jid: Jid | None = Field(
-        None,
-        description="Unique id; generated when absent. Re-pushing an "
-        "existing jid stores nothing new and returns the stored job.",
-    )
+    jid: NotRequired[
+        Annotated[
+            Jid | None,
+            Field(
+                description="Unique id; generated when absent. Re-pushing an "
+                "existing jid stores nothing new and returns the stored job.",
+                json_schema_extra={"default": None},
+            ),
+        ]
+    ]
     jobtype: Annotated[Text, Field(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH)]
-    args: JsonArray = Field(default_factory=list)
-    queue: QueueName = "default"
-    priority: int = Field(
-        0,
-        ge=rules.PRIORITY_MIN,
-        le=rules.PRIORITY_MAX,
-        description="Higher runs first within a queue.",
-    )
-    reserve_for: int = Field(
-        rules.RESERVE_FOR_DEFAULT,
-        ge=rules.RESERVE_FOR_MIN,
-        le=rules.RESERVE_FOR_MAX,
-        description="Seconds a fetched job stays leased before it expires.",
-    )
+    args: NotRequired[JsonArray]
+    queue: NotRequired[Annotated[QueueName, Field(json_schema_extra={"default": "default"})]]
+    priority: NotRequired[
+        Annotated[
+            int,
+            Field(
+                ge=rules.PRIORITY_MIN,
+                le=rules.PRIORITY_MAX,
+                description="Higher runs first within a queue.",
+                json_schema_extra={"default": 0},
+            ),
+        ]
+    ]
+    reserve_for: NotRequired[
+        Annotated[
+            int,
+            Field(
+                ge=rules.RESERVE_FOR_MIN,
+                le=rules.RESERVE_FOR_MAX,
+                description="Seconds a fetched job stays leased before it expires.",
+                json_schema_extra={"default": rules.RESERVE_FOR_DEFAULT},
+            ),
+        ]
+    ]
     # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
-    at: AwareDatetime | None = Field(
-        None, strict=False, description="Run no earlier than this (RFC 3339 with a time zone)."
-    )
-    retry: int = Field(
-        rules.RETRY_DEFAULT,
-        ge=-1,
-        le=rules.RETRY_MAX,
-        description="Retries before dead; 0 discards on failure, -1 is dead on the first failure.",
-    )
-    backtrace: int = Field(0, ge=0, le=rules.BACKTRACE_MAX_LINES)
-    custom: JsonObject = Field(default_factory=dict)
+    at: NotRequired[
+        Annotated[
+            AwareDatetime | None,
+            Field(
+                strict=False,
+                description="Run no earlier than this (RFC 3339 with a time zone).",
+                json_schema_extra={"default": None},
+            ),
+        ]
+    ]
+    retry: NotRequired[
+        Annotated[
+            int,
+            Field(
+                ge=-1,
+                le=rules.RETRY_MAX,
+                description="Retries before dead; 0 discards on failure, -1 is dead on the "
+                "first failure.",
+                json_schema_extra={"default": rules.RETRY_DEFAULT},
+            ),
+        ]
+    ]
+    backtrace: NotRequired[
+        Annotated[
+            int,
+            Field(ge=0, le=rules.BACKTRACE_MAX_LINES, json_schema_extra={"default": 0}),
+        ]
+    ]
+    custom: NotRequired[JsonObject]
 
 
 class JobBatchPush(_Strict):
@@ -211,8 +252,8 @@ class Lease(_Strict):
 
 # A dict, not a model: validating a batch then builds no model object per item, which was 30 %
 # of the batch's validation (1.75 against 1.23 us per item, batches of 100).
+@with_config(_STRICT)
 class AckItem(TypedDict):
-    __pydantic_config__ = ConfigDict(strict=True, extra="forbid")  # type: ignore[misc]
     jid: Jid
     lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
 
