@@ -57,3 +57,47 @@ async def test_a_claimed_job_is_in_the_primary_key_and_the_lease_index_only(data
         await conn.close()
     assert len(indexes) > 2
     assert admitting == {"werk_jobs_pkey", "werk_jobs_active_idx"}
+
+
+# (column, a value the rules allow, one they refuse); each column's rule as the API states it.
+COLUMN_RULES = [
+    ("jid", "'schema-job-2'", "'short'"),
+    ("jid", "'schema-job-2'", f"'{'j' * 101}'"),
+    ("jobtype", "'t'", "''"),
+    ("queue", "'q'", "'a b'"),
+    ("args", "'[1]'", "'{}'"),
+    ("custom", "'{}'", "'[]'"),
+    ("priority", "1000", "1001"),
+    ("reserve_for", "60", "59"),
+    ("retry", "-1", "-2"),
+    ("backtrace", "1000", "1001"),
+    ("attempt", "0", "-1"),
+    ("orphans", "0", "-1"),
+    ("retry_count", "0", "-1"),
+    ("message", "NULL", f"'{'m' * 10001}'"),
+]
+
+
+@pytest.mark.parametrize(("column", "good", "bad"), COLUMN_RULES)
+async def test_each_column_rule_holds_on_insert_and_on_update(database_url, column, good, bad):
+    """The single-column rules live in domains (migration 0007), checked where a value is written:
+    a push, and an update that sets the column. Neither may store a value the rule refuses."""
+    values = dict(
+        jid="'schema-job-2'", jobtype="'t'", queue="'q'", args="'[]'", state="'available'",
+        run_at="now()", created_at="now()", enqueued_at="now()",
+    )  # fmt: skip
+
+    def insert(value: str) -> str:
+        row = {**values, column: value}
+        return f"INSERT INTO werk_jobs ({', '.join(row)}) VALUES ({', '.join(row.values())})"
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        with pytest.raises(asyncpg.CheckViolationError):
+            await conn.execute(insert(bad))
+        await conn.execute(insert(good))
+        with pytest.raises(asyncpg.CheckViolationError):
+            await conn.execute(f"UPDATE werk_jobs SET {column} = {bad}")
+        assert await conn.fetchval("SELECT count(*) FROM werk_jobs") == 1
+    finally:
+        await conn.close()
