@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import sys
 
+import asyncpg
 import httpx
 import pytest
 
 from tests.support.helpers import sql
 from tests.support.server import ServerProcess, clean_env
 from werk.app import prepare_database
+from werk.db import queries
 from werk.db.migrate import available_migrations
+from werk.db.pool import connect
+from werk.db.sql import sql as sql_file
 from werk.errors import SchemaTooNew
 
 
@@ -82,3 +86,54 @@ async def test_schema_newer_than_the_code_is_refused(database_url, tmp_path):
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode != 0
     assert b"newer" in err and b"9999" in err
+
+
+JOBS_IN_EVERY_STATE = """
+INSERT INTO werk_jobs (jid, jobtype, queue, args, custom, priority, state, run_at, created_at,
+                       enqueued_at, attempt, lease, lease_expires_at, wid, retry_count, failed_at,
+                       errtype, message, finished_at)
+VALUES
+    ('upgrade-available', 'resize', 'img', '[1, "a"]', '{"k": 1}', 5, 'available', now(), now(),
+     now(), 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL),
+    ('upgrade-active', 'resize', 'img', '[2]', '{}', 0, 'active', now(), now(), now(), 1,
+     gen_random_uuid(), now() + interval '1 hour', 'w-1', 0, NULL, NULL, NULL, NULL),
+    ('upgrade-retrying', 'resize', 'img', '[3]', '{}', 0, 'scheduled', now() + interval '1 hour',
+     now(), now(), 1, NULL, NULL, NULL, 1, now(), 'IOError', 'disk full', NULL),
+    ('upgrade-dead', 'resize', 'img', '[4]', '{}', 0, 'dead', now(), now(), now(), 26, NULL,
+     NULL, NULL, 25, now(), 'IOError', 'disk full', now())
+"""
+
+
+async def test_the_latest_migration_keeps_the_jobs_of_a_database_it_upgrades(test_databases):
+    """A database at the previous version, holding jobs in every state, is upgraded at start-up:
+    every job reads back the same and the stored jobs can still be claimed and acked."""
+    name = f"werk_upgrade_{id(test_databases) % 10000}"
+    await test_databases.drop(name)
+    await sql(test_databases.root_url, f'CREATE DATABASE "{name}"')
+    url = test_databases.url(name)
+    *earlier, _ = available_migrations()
+    try:
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(sql_file("migration_table"))
+            for version, migration, text in earlier:
+                await conn.execute(text)
+                await conn.execute(sql_file("migration_record"), version, migration)
+            await conn.execute(JOBS_IN_EVERY_STATE)
+        finally:
+            await conn.close()
+        before = await sql(url, "SELECT * FROM werk_jobs ORDER BY jid")
+        await prepare_database(url)
+        assert await sql(url, "SELECT * FROM werk_jobs ORDER BY jid") == before
+        conn = await connect(url)
+        try:
+            claimed = await queries.fetch_jobs(conn, None, ["img"], ["w-2", "w-2"])
+            assert [r["jid"] for r in claimed] == ["upgrade-available"]
+            acked = await queries.ack_jobs(
+                conn, None, ["upgrade-available"], [claimed[0]["lease"]], keep_completed=False
+            )
+            assert acked == [True]
+        finally:
+            await conn.close()
+    finally:
+        await test_databases.drop(name)
