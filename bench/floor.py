@@ -40,11 +40,25 @@ SQL = REPO / "server" / "werk" / "db" / "sql"
 QUEUE = "bench-floor"
 CONNECTIONS = 2
 LEAN = "floor_lean"
-# The lean copy: werk_jobs' columns and defaults, the four indexes the job traffic needs.
+# The lean copy: werk_jobs' columns and defaults, the four indexes the job traffic needs, no checks.
 LEAN_SCHEMA = f"""
 DROP SCHEMA IF EXISTS {LEAN} CASCADE;
 CREATE SCHEMA {LEAN};
 CREATE TABLE {LEAN}.werk_jobs (LIKE public.werk_jobs INCLUDING DEFAULTS) WITH (fillfactor = 70);
+DO $$
+DECLARE c record;
+BEGIN  -- the columns whose type is a domain (migration 0007) take its base type: no checks
+    FOR c IN
+        SELECT a.attname, format_type(t.typbasetype, t.typtypmod) AS base, l.collname
+        FROM pg_attribute a
+        JOIN pg_type t ON t.oid = a.atttypid AND t.typtype = 'd'
+        LEFT JOIN pg_collation l ON l.oid = a.attcollation
+        WHERE a.attrelid = '{LEAN}.werk_jobs'::regclass
+    LOOP
+        EXECUTE format('ALTER TABLE {LEAN}.werk_jobs ALTER COLUMN %I TYPE %s', c.attname, c.base)
+            || CASE WHEN c.collname IS NULL THEN '' ELSE format(' COLLATE %I', c.collname) END;
+    END LOOP;
+END $$;
 ALTER TABLE {LEAN}.werk_jobs ADD PRIMARY KEY (jid);
 CREATE INDEX ON {LEAN}.werk_jobs (queue, priority DESC, seq) WHERE state = 'available';
 CREATE INDEX ON {LEAN}.werk_jobs (run_at) WHERE state = 'scheduled';
