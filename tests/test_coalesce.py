@@ -93,13 +93,34 @@ async def test_concurrent_batch_and_single_acks_share_statements(api, database_u
     assert len(statements) < 4
 
 
-async def test_concurrent_fetches_over_different_queues_share_a_flush(api, database_url):
-    """Fetches waiting on one claim flush are split into statements by queue list and by
-    CLAIM_MAX jobs; the statements run side by side, and each fetch gets its own jobs."""
+async def test_concurrent_fetches_over_different_queues_share_a_flush(
+    api, database_url, monkeypatch
+):
+    """Fetches waiting on the claim coalescer are served by one statement per queue list, at
+    most CLAIM_MAX jobs a flush: statements over different queues run side by side, those over
+    the same queues one after another (side by side, the second would try every row the first
+    holds locked). Each fetch gets its own jobs."""
     for queue, n in (("qa", 1000), ("qa", 200), ("qb", 600)):
         jobs = [{"jobtype": "g", "queue": queue} for _ in range(n)]
         assert (await api.http.post("/v1/jobs/batch", json={"jobs": jobs})).status_code == 201
-    wanted = ["qa"] * 12 + ["qb"] * 6  # qa: more than CLAIM_MAX jobs in one flush
+    running: dict[tuple[str, ...], int] = {}
+    most: dict[tuple[str, ...], int] = {}  # statements over one queue list at once, at most
+    statements: list[tuple[str, ...]] = []
+    real_fetch_jobs = queries.fetch_jobs
+
+    async def watched_fetch_jobs(db, now, queues, slots):
+        key = tuple(queues)
+        statements.append(key)
+        running[key] = running.get(key, 0) + 1
+        most[key] = max(most.get(key, 0), running[key])
+        try:
+            await asyncio.sleep(0.01)  # time for another statement to start, were it allowed
+            return await real_fetch_jobs(db, now, queues, slots)
+        finally:
+            running[key] -= 1
+
+    monkeypatch.setattr(queries, "fetch_jobs", watched_fetch_jobs)
+    wanted = ["qa"] * 12 + ["qb"] * 6  # qa: more than CLAIM_MAX jobs at once
     responses = await asyncio.gather(
         *(
             api.http.post("/v1/fetch", json={"queues": [q], "wid": f"w{i}", "count": 100})
@@ -114,6 +135,8 @@ async def test_concurrent_fetches_over_different_queues_share_a_flush(api, datab
     assert len({j["jid"] for jobs in fetched for j in jobs}) == 1800
     active = await sql(database_url, "SELECT count(*) AS n FROM werk_jobs WHERE state = 'active'")
     assert active[0]["n"] == 1800
+    assert statements.count(("qa",)) >= 2  # 1,200 jobs: more than one statement
+    assert most == {("qa",): 1, ("qb",): 1}
 
 
 async def test_coalescer_batches_while_a_write_is_in_flight():

@@ -124,7 +124,10 @@ class JobService:
         self._acks: Coalescer[Sequence[tuple[str, str]], list[bool]] = Coalescer(
             self._ack_together, max_items=ACK_MAX, weight=len
         )
-        self._claims: Coalescer[_Claim, list[Row]] = Coalescer(self._claim_together, max_items=1000)
+        # A flush takes fetches wanting CLAIM_MAX jobs at most (see _claim_together).
+        self._claims: Coalescer[_Claim, list[Row]] = Coalescer(
+            self._claim_together, max_items=CLAIM_MAX, weight=lambda claim: claim.count
+        )
 
     async def close(self) -> None:
         """Give the held connections back (before the pool closes)."""
@@ -313,20 +316,16 @@ class JobService:
         self._hub.jobs_arrived(counts_by_queue(queues))
 
     async def _claim_together(self, claims: Sequence[_Claim]) -> list[list[Row] | Exception]:
-        """Concurrent fetches over the same queues are served by one claim statement (of at
-        most CLAIM_MAX jobs); fetches over different queues run side by side."""
-        statements: list[list[int]] = []
+        """Concurrent fetches over the same queues are served by one claim statement; fetches
+        over different queues run side by side. The coalescer hands over fetches wanting at
+        most CLAIM_MAX jobs in all (one fetch wants at most FETCH_MAX_COUNT, fewer), and the
+        fetches beyond wait for the next statement. Two claims over one queue at once read the
+        same index and heap pages, and the second passes over every row the first holds locked:
+        side by side they cost PostgreSQL more per job than in turn (bench/README.md, stop 22)."""
         by_queues: dict[tuple[str, ...], list[int]] = {}
         for i, c in enumerate(claims):
             by_queues.setdefault(c.queues, []).append(i)
-        for members in by_queues.values():
-            chunk: list[int] = []
-            for i in members:
-                if chunk and sum(claims[k].count for k in chunk) + claims[i].count > CLAIM_MAX:
-                    statements.append(chunk)
-                    chunk = []
-                chunk.append(i)
-            statements.append(chunk)
+        statements = list(by_queues.values())
         results: list[list[Row] | Exception] = [[] for _ in claims]
         db: Executor = self._claim_db if len(statements) == 1 else self._pool
 
