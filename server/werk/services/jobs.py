@@ -321,7 +321,7 @@ class JobService:
     async def _claim_together(self, claims: Sequence[_Claim]) -> list[list[Row] | Exception]:
         """Concurrent fetches over the same queues are served by one claim statement; fetches
         over different queues run side by side. The coalescer hands over fetches wanting at
-        most CLAIM_MAX jobs in all (one fetch wants at most FETCH_MAX_COUNT, fewer), and the
+        most CLAIM_MAX jobs in all (a fetch wants FETCH_MAX_COUNT at most, far fewer), and the
         fetches beyond wait for the next statement. Two claims over one queue at once read the
         same index and heap pages, and the second passes over every row the first holds locked:
         side by side they cost PostgreSQL more per job than in turn (bench/README.md, stop 22)."""
