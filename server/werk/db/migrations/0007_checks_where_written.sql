@@ -6,8 +6,8 @@
 -- move into domains: the rules are the same and still the schema's, checked as often as the
 -- columns are written. The checks that tie columns together (a lease iff active, ...) stay on the
 -- table. A profile of claim 1,000 + ack put the table's checks at 7 % of PostgreSQL's CPU; claims
--- interleaved on two databases, one with this migration (bench README, stop 22): 0.91 x the CPU
--- per claimed job (median of 40 paired rounds), pushes and acks unchanged.
+-- interleaved on two databases, one with this migration (bench README, stop 22): 0.91-0.92 x the
+-- CPU per claimed job (two runs of 40 paired rounds), pushes and acks 0.96-0.98 x.
 --
 -- The domains are created without their checks, so that retyping the columns is a relabelling
 -- (the table is not rewritten), then given their checks, each read once over the stored rows.
