@@ -23,11 +23,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
-import asyncpg
-
-from bench.target import REPO
-from werk.db.migrate import migrate
-from werk.db.pool import connect
+from bench.target import REPO, claim_database
 from werk.db.queries import new_leases
 
 DATABASE = "werk_claim_variants"
@@ -43,21 +39,9 @@ def _pin(pid: int, core: int) -> None:
 
 
 async def compare(dsn: str, variants: dict[str, str], rounds: int, statements: int) -> None:
-    admin = await asyncpg.connect(dsn + "postgres")
-    await admin.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-    await admin.execute(f"CREATE DATABASE {DATABASE}")
-    await admin.close()
-    conn = await connect(dsn + DATABASE)
+    jobs = PER_STATEMENT * statements * rounds * len(variants) + PER_STATEMENT
+    conn = await claim_database(dsn, DATABASE, jobs)
     try:
-        await migrate(conn)
-        await conn.execute(
-            "INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, "
-            "enqueued_at) SELECT 'job-' || g || '-' || md5(g::text), 'noop', 'q', '[]', "
-            "'available', now(), now(), now() FROM generate_series(1, $1) AS g",
-            PER_STATEMENT * statements * rounds * len(variants) + PER_STATEMENT,
-        )
-        await conn.execute("VACUUM ANALYZE werk_jobs")
-        await conn.execute("SET plan_cache_mode = force_generic_plan")  # as the server's pool
         backend = await conn.fetchval("SELECT pg_backend_pid()")
         _pin(backend, 1)
         _pin(os.getpid(), 0)

@@ -21,10 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import asyncpg
-
-from werk.db.migrate import migrate
-from werk.db.pool import connect
+from bench.target import claim_database
 from werk.db.queries import new_leases
 from werk.db.sql import sql
 
@@ -47,21 +44,8 @@ STEPS = {
 
 
 async def _run(dsn: str, jobs: int, out: Path) -> float:
-    admin = await asyncpg.connect(dsn + "postgres")
-    await admin.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-    await admin.execute(f"CREATE DATABASE {DATABASE}")
-    await admin.close()
-    conn = await connect(dsn + DATABASE)
+    conn = await claim_database(dsn, DATABASE, jobs)
     try:
-        await migrate(conn)
-        await conn.execute(
-            "INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, "
-            "enqueued_at) SELECT 'job-' || g || '-' || md5(g::text), 'noop', 'q', '[]', "
-            "'available', now(), now(), now() FROM generate_series(1, $1) AS g",
-            jobs,
-        )
-        await conn.execute("VACUUM ANALYZE werk_jobs")
-        await conn.execute("SET plan_cache_mode = force_generic_plan")  # as the server's pool
         backend = await conn.fetchval("SELECT pg_backend_pid()")
         claim = await conn.prepare(sql("job_fetch"))
         ack = await conn.prepare(sql("job_ack"))

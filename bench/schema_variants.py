@@ -24,6 +24,7 @@ from pathlib import Path
 
 import asyncpg
 
+from bench.target import fresh_database
 from werk.db.migrate import available_migrations
 from werk.db.pool import connect
 from werk.db.queries import NewJob, new_leases, push_jobs
@@ -49,11 +50,7 @@ class Side:
 
     @classmethod
     async def create(cls, dsn: str, name: str, upto: int, change: str | None) -> Side:
-        admin = await asyncpg.connect(dsn + "postgres")
-        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        await admin.execute(f"CREATE DATABASE {name}")
-        await admin.close()
-        conn = await connect(dsn + name)
+        conn = await connect(await fresh_database(dsn, name))
         for version, _, text in available_migrations():
             if version <= upto:
                 await conn.execute(text)

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from werk.db.migrate import migrate
+from werk.db.pool import connect
 from werk.db.queries import new_leases
 
 REPO = Path(__file__).resolve().parent.parent
@@ -194,6 +196,23 @@ SELECT $1 || lpad(g::text, 9, '0'), 'noop', $2, '[]'::jsonb, 'active', now(), no
        1, gen_random_uuid(), now() + interval '1 hour', 'bench-holder'
 FROM generate_series(1, $3::int) AS g
 """
+
+
+async def claim_database(admin_url: str, name: str, jobs: int) -> asyncpg.Connection:
+    """A fresh, migrated database ``name`` holding ``jobs`` available jobs in queue "q",
+    analyzed, and a connection to it that plans as the server's job pool does (the claim tools:
+    ``claim_variants``, ``pg_profile``)."""
+    conn = await connect(await fresh_database(admin_url, name))
+    try:
+        await migrate(conn)
+        await conn.execute(SEED_SQL, "job-", "q", jobs)
+        await conn.execute("VACUUM ANALYZE werk_jobs")
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
 
 SIZES_SQL = """
 SELECT pg_relation_size('werk_jobs') AS heap,
