@@ -153,3 +153,49 @@ async def test_an_idle_worker_long_polls_instead_of_spinning(werk_server):
     worker.stop()
     await asyncio.wait_for(running, 15)
     await client.aclose()
+
+
+class _HeldAcks(httpx.AsyncHTTPTransport):
+    """Holds every ``POST /v1/ack`` until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/ack":
+            await self.release.wait()
+        return await super().handle_async_request(request)
+
+
+async def test_a_slot_takes_the_next_job_while_the_last_ack_is_on_its_way(werk_server):
+    transport = _HeldAcks()
+    client = AsyncClient(werk_server.url, transport=transport)
+    started: list[int] = []
+
+    async def note(i: int) -> None:
+        started.append(i)
+
+    queue = "slots-while-acking"
+    worker = Worker(
+        Registry({"note": note}),
+        client=client,
+        queues=[queue],
+        concurrency=1,
+        fetch_wait=1,
+        beat_interval=10,
+    )
+    for i in range(3):
+        await client.push("note", [i], queue=queue)
+    running = asyncio.create_task(worker.run_async())
+    # One slot: the second job runs while the first one's ack is held ...
+    await _eventually(lambda: len(started) == 2, timeout=10)
+    # ... but no third: jobs whose ack is on its way count against a second `concurrency`.
+    await asyncio.sleep(1.5)
+    assert started == [0, 1] and worker.processed == 0
+    transport.release.set()
+    await _eventually(lambda: worker.processed == 3, timeout=10)
+    worker.stop()
+    await asyncio.wait_for(running, 15)
+    assert started == [0, 1, 2]
+    await client.aclose()

@@ -90,6 +90,7 @@ class _Running:
 
     __slots__ = (
         "handler",
+        "handling",
         "job",
         "lost",
         "next_extend",
@@ -103,6 +104,7 @@ class _Running:
     def __init__(self, record: JobRecord, handler: Handler | None, worker: Worker) -> None:
         self.record = record
         self.handler = handler
+        self.handling = True  # holds a slot until its handler returns (Worker._free)
         self.worker = worker
         self.settled = False
         self.lost = False
@@ -239,6 +241,7 @@ class Worker:
         self._grace = self.config.grace
         self._signals = 0
         self._wake = asyncio.Event()  # capacity freed or state changed
+        self._handling = 0  # jobs whose handler has not returned yet
         self._drained = asyncio.Event()
         self._drained.set()
         self._shutdown = asyncio.Event()
@@ -412,18 +415,30 @@ class Worker:
         per_request = self.config.fetch_size
         return max(2, -(-self.config.concurrency // per_request))
 
+    def _free(self) -> int:
+        """Jobs the next fetch may ask for.
+
+        A slot is taken from the fetch that asks for it until the job's handler returns; its
+        ack (or failure report) goes out after that, while the slot already serves the next
+        job, so one ack round trip is not added to every job's turn. Jobs whose outcome is
+        still on its way count against a second ``concurrency``, so a slow server cannot make
+        the worker hold ever more leases.
+        """
+        limit = self.config.concurrency
+        return min(limit - self._handling, 2 * limit - len(self._running)) - self._requested
+
     async def _fetch_loop(self) -> None:
         """Keep fetch requests in flight for all free capacity, until quiet or shutdown.
 
-        Capacity asked for by in-flight fetches counts as taken, so running plus requested
-        jobs never exceed ``concurrency``. Cancelling this task cancels its fetches.
+        Capacity asked for by in-flight fetches counts as taken (see ``_free``). Cancelling
+        this task cancels its fetches.
         """
         fetches: set[asyncio.Task[None]] = set()
         self._requested = 0
         self._fetch_failures = 0
         try:
             while self._state == "running":
-                free = self.config.concurrency - len(self._running) - self._requested
+                free = self._free()
                 if free <= 0 or len(fetches) >= self._max_fetches():
                     self._wake.clear()
                     await self._wake.wait()
@@ -469,13 +484,32 @@ class Worker:
         # Keyed by lease: the same jid may come back to this worker (after an expiry) while
         # the abandoned attempt is still winding down.
         self._running[run.lease] = run
+        self._handling += 1
         self._drained.clear()
         run.task = asyncio.create_task(self._process(run), name=f"werk-job-{record.jid}")
+        # Also when the task is cancelled before it ran (then none of _process runs).
+        run.task.add_done_callback(lambda _: self._handled(run))
+
+    def _handled(self, run: _Running) -> None:
+        """The job's handler returned (or will never run): its slot serves the next job."""
+        if run.handling:
+            run.handling = False
+            self._handling -= 1
+            self._wake.set()
 
     # -- one job ---------------------------------------------------------------------------
 
     async def _process(self, run: _Running) -> None:
-        keeper = asyncio.create_task(self._keep_lease(run), name=f"werk-lease-{run.record.jid}")
+        # The lease keeper starts only once the first extension is due: most jobs end sooner,
+        # and a timer costs far less than a task per job.
+        keeper: asyncio.Task[None] | None = None
+
+        def keep_lease() -> None:
+            nonlocal keeper
+            keeper = asyncio.create_task(self._keep_lease(run), name=f"werk-lease-{run.record.jid}")
+
+        assert self._loop is not None
+        due = self._loop.call_later(run.next_extend - time.monotonic(), keep_lease)
         report: FailureReport | None = None
         self.log.debug("job started", extra=run.fields())
         try:
@@ -496,6 +530,8 @@ class Worker:
             except BaseException as exc:
                 lines = run.record.backtrace or self.config.backtrace_lines
                 report = describe_failure(exc, min(lines, self.config.backtrace_lines))
+            finally:
+                self._handled(run)
             if run.lost or run.settled:
                 return
             run.settled = True
@@ -504,7 +540,9 @@ class Worker:
             else:
                 await self._send_fail(run, report)
         finally:
-            keeper.cancel()
+            due.cancel()
+            if keeper is not None:
+                keeper.cancel()
             self._running.pop(run.lease, None)
             if not self._running:
                 self._drained.set()
