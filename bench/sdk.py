@@ -25,8 +25,9 @@ from bench.target import REPO
 from werk_client import Client, JobSpec
 
 QUEUE = "bench-sdk"
-# Stops at the first job found: a count of the whole queue every 10 ms would cost PostgreSQL more
-# than the worker's own statements do.
+# Stops at the first job found instead of counting the whole queue every 10 ms (with the single
+# connection below: PostgreSQL's CPU per job in fetches of 100 read 57 us against 102 before, one
+# run each; the two parts were not measured apart).
 _LEFT = "SELECT EXISTS (SELECT 1 FROM werk_jobs WHERE queue = $1)"
 
 
