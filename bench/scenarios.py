@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
+import msgspec
 import orjson
 
 from bench.httpclient import Connection, open_connections
@@ -21,6 +22,44 @@ from bench.procstat import CpuMeter, machine_busy_seconds, rss_bytes
 from bench.target import Db, Target
 
 QUEUE = "bench"
+
+
+# What the lean client's workers read of a fetch's answer: each job's jid and lease, decoded
+# into typed structs; msgspec checks the whole document's syntax but builds no objects for the
+# other fields. A full orjson decode cost the client 1.0 us per job against 0.4 (a fetch of 100
+# no-op jobs), on the two cores the server and PostgreSQL share. What a real worker pays is
+# what the sdk scenario measures.
+class Claimed(msgspec.Struct):
+    jid: str
+    lease: str
+
+
+class _Fetched(msgspec.Struct):
+    jobs: list[Claimed]
+
+
+class _Acks(msgspec.Struct):
+    acks: list[Claimed]
+
+
+class _AckResult(msgspec.Struct):
+    lease_lost: list[str]
+
+
+_decode_fetched = msgspec.json.Decoder(_Fetched).decode
+_decode_ack_result = msgspec.json.Decoder(_AckResult).decode
+_encode = msgspec.json.Encoder().encode
+
+
+async def fetch_claimed(conn: Connection, fetch_body: bytes) -> list[Claimed]:
+    return _decode_fetched(await conn.post_raw("/v1/fetch", fetch_body)).jobs
+
+
+async def ack_claimed(conn: Connection, jobs: list[Claimed]) -> None:
+    """One batch ack; every lease must still be current."""
+    lost = _decode_ack_result(await conn.post_raw("/v1/ack", _encode(_Acks(jobs)))).lease_lost
+    if lost:
+        raise RuntimeError(f"lease lost on ack: {lost[:3]}")
 
 
 @dataclass
@@ -314,7 +353,7 @@ async def work(
         )
         while claimed < n:
             t = time.perf_counter()
-            jobs = orjson.loads(await conn.post_raw("/v1/fetch", fetch_body))["jobs"]
+            jobs = await fetch_claimed(conn, fetch_body)
             fetch_ms.append(time.perf_counter() - t)
             if not jobs:
                 return
@@ -322,15 +361,10 @@ async def work(
             if count == 1:
                 for j in jobs:
                     await conn.post_raw(
-                        f"/v1/jobs/{j['jid']}/ack",
-                        orjson.dumps({"lease": j["lease"]}),
-                        expect=(204,),
+                        f"/v1/jobs/{j.jid}/ack", orjson.dumps({"lease": j.lease}), expect=(204,)
                     )
             else:
-                acks = [{"jid": j["jid"], "lease": j["lease"]} for j in jobs]
-                res = orjson.loads(await conn.post_raw("/v1/ack", orjson.dumps({"acks": acks})))
-                if res["lease_lost"]:
-                    raise RuntimeError(f"lease lost on ack: {res['lease_lost'][:3]}")
+                await ack_claimed(conn, jobs)
             done += len(jobs)
 
     async def run() -> int:
@@ -550,11 +584,10 @@ async def churn(ctx: Context, queue: str = QUEUE) -> dict[str, Any]:
             {"queues": [queue], "wid": f"bench-churn{i}", "count": 100, "wait": 1}
         )
         while done < total:
-            jobs = orjson.loads(await conn.post_raw("/v1/fetch", fetch_body))["jobs"]
+            jobs = await fetch_claimed(conn, fetch_body)
             if not jobs:
                 continue
-            acks = [{"jid": j["jid"], "lease": j["lease"]} for j in jobs]
-            await conn.post_raw("/v1/ack", orjson.dumps({"acks": acks}))
+            await ack_claimed(conn, jobs)
             done += len(jobs)
             room.set()
 

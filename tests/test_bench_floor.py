@@ -9,39 +9,12 @@ import asyncpg
 import pytest
 
 from bench import floor
-from bench.scenarios import Context
-from bench.target import Target
-
-
-def _context(database_url: str, jobs: int) -> Context:
-    return Context(
-        target=Target(url="http://127.0.0.1:9", database_url=database_url),
-        jobs=jobs,
-        repeat=1,
-        backlog=0,
-        dead=0,
-        in_flight=0,
-        churn=0,
-        churn_first=0,
-        latency_jobs=0,
-        latency_interval=0.01,
-        idle_polls=0,
-        idle_settle=0.0,
-        idle_window=0.0,
-        push_clients=[1],
-        batch_sizes=[10],
-        batch_clients=1,
-        work_workers_1=1,
-        work_workers_100=1,
-        churn_producers=1,
-        churn_workers=1,
-        sample_waits=False,
-    )
+from tests.support.helpers import bench_context
 
 
 @pytest.mark.parametrize("lean", [False, True], ids=["werk_jobs", "lean copy"])
 async def test_the_floor_statements_push_claim_and_ack(database_url: str, lean: bool) -> None:
-    ctx = _context(database_url, jobs=200)
+    ctx = bench_context(database_url, jobs=200)
     pushed = await floor.push_batches(ctx, lean=lean, batch=10)
     assert pushed["jobs"] == 200
     # claim_and_ack seeds ctx.jobs more, then claims and acks until none is left (the lean copy

@@ -1,0 +1,39 @@
+"""bench's work scenario against a real server: its lean client reads only each fetched job's
+jid and lease (bench/scenarios.py), so a change to what a fetch or a batch ack answers must
+still leave it working, and every job it reports done must be gone from the table."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import scenarios
+from tests.support.helpers import bench_context, count_jobs
+from tests.support.server import ServerProcess
+
+
+@pytest.mark.parametrize(("count", "jobs"), [(1, 60), (100, 500)])
+async def test_the_work_scenario_fetches_and_acks_every_job(
+    werk_server: ServerProcess, database_url: str, count: int, jobs: int
+) -> None:
+    ctx = bench_context(database_url, jobs=jobs, url=werk_server.url)
+    result = await scenarios.work(ctx, count=count, workers=3)
+    assert result["jobs"] == jobs
+    assert await count_jobs(database_url) == 0
+
+
+async def test_the_lean_client_fails_on_a_lease_lost(
+    werk_server: ServerProcess, database_url: str
+) -> None:
+    ctx = bench_context(database_url, jobs=3, url=werk_server.url)
+    await scenarios.seed(ctx, "lean", 3)
+    (conn,) = await scenarios.open_connections(ctx.target.host, ctx.target.port, 1)
+    try:
+        body = b'{"queues":["lean"],"wid":"w","count":3}'
+        jobs = await scenarios.fetch_claimed(conn, body)
+        assert len(jobs) == 3 and all(j.jid and j.lease for j in jobs)
+        stale = [scenarios.Claimed(jid=jobs[0].jid, lease="00000000-0000-4000-8000-000000000000")]
+        with pytest.raises(RuntimeError, match="lease lost"):
+            await scenarios.ack_claimed(conn, stale)
+        await scenarios.ack_claimed(conn, jobs)
+    finally:
+        conn.close()
