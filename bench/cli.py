@@ -529,6 +529,13 @@ def _parser() -> argparse.ArgumentParser:
         "the local PostgreSQL cluster at this nice value (e.g. -10; needs root); "
         "PostgreSQL's previous values are restored at the end",
     )
+    r.add_argument(
+        "--sample-waits",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="sample what the server's database sessions wait on, every 20 ms of each run "
+        "(pg_stat_activity; --no-sample-waits measures what the sampling costs)",
+    )
     r.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     r.add_argument("--note", default="", help="free text stored in the result file")
     sm = sub.add_parser("summary", help="Markdown table of result files (default: bench/results)")
@@ -562,6 +569,7 @@ def _context(args: argparse.Namespace, target: Target) -> Context:
         churn_workers=args.churn_workers,
         quiet_wait=0.0 if quick else args.quiet_wait,
         quiet_threshold=args.quiet_threshold,
+        sample_waits=args.sample_waits,
         fetch_url=args.fetch_url,
         churn_settle=2.0 if quick else 15.0,
         pool_max=sum(

@@ -136,9 +136,14 @@ class CpuMeter:
 
     def start(self) -> None:
         self._t0 = self._sample()
+        # The client's own clock starts after, and stops before, the /proc scans that find the
+        # server's and PostgreSQL's processes (4 ms of CPU, 0.2 us per job of a 20,000-job run).
+        self._t0["client"] = own_cpu_seconds()
 
     def stop(self, elapsed: float) -> dict[str, float]:
+        client = own_cpu_seconds()
         t1 = self._sample()
+        t1["client"] = client
         d: dict[str, float] = {}
         for k in t1:
             if isinstance(t1[k], dict):
