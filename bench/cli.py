@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import floor, instructions, report, scenarios, sdk
+from bench import floor, instructions, procstat, report, scenarios, sdk
 from bench.scenarios import Context
 from bench.target import REPO, Db, Target, resolve_database, start_server
 
@@ -580,8 +580,6 @@ def _context(args: argparse.Namespace, target: Target) -> Context:
 
 
 async def _run_one(args: argparse.Namespace, names: list[str], workers: int | None) -> None:
-    from bench import procstat
-
     if args.nice is not None:
         os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by the server we start
     started_here = args.url is None
@@ -707,6 +705,7 @@ def main() -> None:
             raise SystemExit(f"unknown scenario {n!r}; known: {', '.join(ORDER)}, explain, all")
     names = list(dict.fromkeys(names))
     names.sort(key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER) - 1.5)
+    procstat.keep_freed_memory()
     try:
         import uvloop
 
