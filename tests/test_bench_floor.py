@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from bench import floor
-from tests.support.helpers import bench_context
+from tests.support.harness import bench_context
 
 
 @pytest.mark.parametrize("lean", [False, True], ids=["werk_jobs", "lean copy"])

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from bench import scenarios
-from tests.support.helpers import bench_context, count_jobs
+from tests.support.harness import bench_context
+from tests.support.helpers import count_jobs
 from tests.support.server import ServerProcess
 
 
