@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header
 from starlette.responses import Response
 
-from werk.api import schemas
+from werk.api import fast_bodies, schemas
 from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
 from werk.api.views import JSON, job_view, pushed_view
@@ -69,7 +69,7 @@ async def push_batch(
             f"a batch holds at most {settings.max_batch} jobs; this one has {len(body.jobs)}",
             errors=[{"loc": "jobs", "message": f"at most {settings.max_batch} items"}],
         )
-    specs = [_spec(j) for j in body.jobs]
+    specs = body.specs()
     if prefer is not None and wants_minimal(prefer):
         jids, existed = await services.jobs.push_jids(specs)
         return JSON(
@@ -98,5 +98,5 @@ async def get(services: ServicesDep, jid: schemas.JidInPath) -> Response:
 # Served by werk.api.direct on the plain path (same functions, same answers).
 DIRECT = [
     DirectRoute("POST", "/v1/jobs", push, "push"),
-    DirectRoute("POST", "/v1/jobs/batch", push_batch, "push"),
+    DirectRoute("POST", "/v1/jobs/batch", push_batch, "push", fast_body=fast_bodies.job_batch_push),
 ]

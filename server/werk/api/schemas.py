@@ -20,6 +20,7 @@ from pydantic import (
 from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
 
 from werk.domain import job as rules
+from werk.services.jobs import JobSpec
 
 MAX_JSON_DEPTH = 64
 INT64 = 2**63
@@ -48,7 +49,7 @@ def _check_scalar(item: Any) -> None:
         raise ValueError("numbers must be finite (no NaN or Infinity)")
 
 
-def _check_json(value: Any) -> Any:
+def check_json(value: Any) -> Any:
     """Rejects what PostgreSQL's jsonb cannot store faithfully: NUL characters, NaN/Infinity,
     integers beyond 64 bits, and nesting deeper than MAX_JSON_DEPTH."""
     if value:  # (most args and custom are empty: no call for them)
@@ -80,9 +81,9 @@ def _check_container(container: Any, depth: int) -> None:
             _check_scalar(item)
 
 
-Json = Annotated[Any, AfterValidator(_check_json)]
-JsonArray = Annotated[list[Any], AfterValidator(_check_json)]
-JsonObject = Annotated[dict[str, Any], AfterValidator(_check_json)]
+Json = Annotated[Any, AfterValidator(check_json)]
+JsonArray = Annotated[list[Any], AfterValidator(check_json)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json)]
 Text = Annotated[str, AfterValidator(_check_text)]
 QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
 Jid = Annotated[
@@ -179,6 +180,9 @@ class JobPush(TypedDict):
 class JobBatchPush(_Strict):
     jobs: list[JobPush] = Field(min_length=1, max_length=10_000)
 
+    def specs(self) -> list[JobSpec]:
+        return [JobSpec(**job) for job in self.jobs]
+
 
 class Failure(BaseModel):
     retry_count: int
@@ -260,6 +264,9 @@ class AckItem(TypedDict):
 
 class AckBatch(_Strict):
     acks: list[AckItem] = Field(min_length=1, max_length=10_000)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(a["jid"], a["lease"]) for a in self.acks]
 
 
 class AckBatchResult(BaseModel):

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from werk.api import schemas
+from werk.api import fast_bodies, schemas
 from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
 from werk.api.disconnect import disconnection
@@ -52,7 +52,7 @@ async def ack_batch(
     """Ack many jobs at once; jobs whose lease is not current are listed, not acked."""
     if len(body.acks) > settings.max_batch:
         raise InvalidRequest(f"at most {settings.max_batch} acks per request")
-    acked, lost = await services.jobs.ack_many([(a["jid"], a["lease"]) for a in body.acks])
+    acked, lost = await services.jobs.ack_many(body.pairs())
     return JSON({"acked": acked, "lease_lost": lost})
 
 
@@ -112,7 +112,7 @@ async def beat(body: schemas.Beat, services: ServicesDep) -> Response:
 DIRECT = [
     DirectRoute("POST", "/v1/fetch", fetch, "work"),
     DirectRoute("POST", "/v1/jobs/{jid}/ack", ack, "work"),
-    DirectRoute("POST", "/v1/ack", ack_batch, "work"),
+    DirectRoute("POST", "/v1/ack", ack_batch, "work", fast_body=fast_bodies.ack_batch),
     DirectRoute("POST", "/v1/jobs/{jid}/fail", fail, "work"),
     DirectRoute("POST", "/v1/jobs/{jid}/extend", extend, "work"),
     DirectRoute("POST", "/v1/beat", beat, "work"),
