@@ -281,6 +281,10 @@ def test_plain_batches_take_the_fast_path(kind: str, body: bytes) -> None:
         ("jobs", b'{"jobs":[{"jobtype":"a","args":[1e400]}]}'),
         ("jobs", b'{"jobs":[{"jobtype":"a","args":[NaN]}]}'),
         ("jobs", orjson.dumps({"jobs": [{"jobtype": "a", "args": _nested(64)}]})),
+        ("jobs", b'{"jobs":[{"jobtype":"a\xff"}]}'),  # not UTF-8
+        ("jobs", b'{"jobs":[{"jobtype":"a\xed\xa0\x80"}]}'),  # a surrogate encoded as UTF-8
+        ("jobs", b'{"jobs":[{"jobtype":"a","args":["\xed\xa0\x80"]}]}'),
+        ("acks", b'{"acks":[{"jid":"job-0000\xc3","lease":"l"}]}'),
         ("jobs", b'{"jobs":[{"jobtype":"a","x":1}]}'),
         ("jobs", b'{"jobs":[{"jobtype":"a"}],"x":1}'),
     ],
