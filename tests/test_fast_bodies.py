@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
+from tests.conftest import InProcess
 from werk.api import fast_bodies, schemas
 from werk.domain import job as rules
 
@@ -321,3 +322,31 @@ _FIELD_VALUES = [
 @pytest.mark.parametrize(("key", "value"), _FIELD_VALUES)
 def test_one_field_at_its_edges(key: str, value: Any) -> None:
     _agree("jobs", {"jobs": [{**_BASE_JOB, key: value}]})
+
+
+async def test_the_server_reads_plain_batches_without_the_models(
+    api: InProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    validated: list[Any] = []
+    real = TypeAdapter.validate_json
+
+    def spy(self: TypeAdapter[Any], data: Any, /, **kwargs: Any) -> Any:
+        validated.append(self._type)
+        return real(self, data, **kwargs)
+
+    monkeypatch.setattr(TypeAdapter, "validate_json", spy)
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "a", "queue": "fb"}] * 3})
+    assert r.status_code == 201 and r.json()["created"] == 3
+    r = await api.http.post("/v1/fetch", json={"queues": ["fb"], "wid": "w", "count": 3})
+    jobs = r.json()["jobs"]
+    r = await api.http.post(
+        "/v1/ack", json={"acks": [{"jid": j["jid"], "lease": j["lease"]} for j in jobs]}
+    )
+    assert r.json() == {"acked": [j["jid"] for j in jobs], "lease_lost": []}
+    assert schemas.JobBatchPush not in validated and schemas.AckBatch not in validated
+    # A job with a time is read by the model, on the same path.
+    r = await api.http.post(
+        "/v1/jobs/batch", json={"jobs": [{"jobtype": "a", "at": "2030-01-01T00:00:00Z"}]}
+    )
+    assert r.status_code == 201 and r.json()["jobs"][0]["state"] == "scheduled"
+    assert schemas.JobBatchPush in validated
