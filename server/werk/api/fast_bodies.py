@@ -25,7 +25,7 @@ from werk.services.jobs import JobSpec
 _Jid = Annotated[
     str, msgspec.Meta(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH)
 ]
-_Lease = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+_Lease = Annotated[str, msgspec.Meta(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 # msgspec searches with Python's re, whose "$" also matches before a final newline; the model's
 # (Rust) "$" does not.
 _QUEUE_PATTERN = rules.QUEUE_PATTERN.removesuffix("$") + r"\Z"
@@ -63,7 +63,9 @@ class _Job(msgspec.Struct, forbid_unknown_fields=True):
     reserve_for: Annotated[
         int, msgspec.Meta(ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX)
     ] = rules.RESERVE_FOR_DEFAULT
-    retry: Annotated[int, msgspec.Meta(ge=-1, le=rules.RETRY_MAX)] = rules.RETRY_DEFAULT
+    retry: Annotated[int, msgspec.Meta(ge=rules.RETRY_MIN, le=rules.RETRY_MAX)] = (
+        rules.RETRY_DEFAULT
+    )
     backtrace: Annotated[int, msgspec.Meta(ge=0, le=rules.BACKTRACE_MAX_LINES)] = 0
     custom: dict[str, Any] = msgspec.field(default_factory=dict)
 

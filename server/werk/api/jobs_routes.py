@@ -33,10 +33,6 @@ def wants_minimal(prefer: str) -> bool:
     return False
 
 
-def _spec(p: schemas.JobPush) -> JobSpec:
-    return JobSpec(**p)
-
-
 @router.post(
     "/jobs",
     operation_id="jobs-push",
@@ -46,7 +42,7 @@ def _spec(p: schemas.JobPush) -> JobSpec:
 )
 async def push(body: schemas.JobPush, services: ServicesDep) -> Response:
     """Push one job. 201 when stored; 200 with the stored job when its jid already existed."""
-    result = await services.jobs.push_one(_spec(body))
+    result = await services.jobs.push_one(JobSpec(**body))
     return JSON(pushed_view(result), status_code=201 if result.created else 200)
 
 

@@ -166,7 +166,7 @@ class JobPush(TypedDict):
             int,
             _absent_means(
                 rules.RETRY_DEFAULT,
-                ge=-1,
+                ge=rules.RETRY_MIN,
                 le=rules.RETRY_MAX,
                 description="Retries before dead; 0 discards on failure, -1 is dead on the "
                 "first failure.",
@@ -251,7 +251,7 @@ class Fetched(BaseModel):
 
 
 class Lease(_Strict):
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
 # A dict, not a model: validating a batch then builds no model object per item, which was 30 %
@@ -259,7 +259,7 @@ class Lease(_Strict):
 @with_config(_STRICT)
 class AckItem(TypedDict):
     jid: Jid
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
 class AckBatch(_Strict):
@@ -275,7 +275,7 @@ class AckBatchResult(BaseModel):
 
 
 class FailReport(_Strict):
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
     errtype: Annotated[Text, Field(max_length=rules.ERRTYPE_MAX_LENGTH)] = "unknown"
     message: Annotated[Text, Field(max_length=rules.MESSAGE_MAX_LENGTH)] = ""
     backtrace: list[Annotated[Text, Field(max_length=10_000)]] = Field(
@@ -297,7 +297,7 @@ class FailResult(BaseModel):
 
 
 class Extend(_Strict):
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
     reserve_for: int | None = Field(None, ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX)
     progress: Json = Field(
         None,
