@@ -158,10 +158,9 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
         done = 0
         # the leases drawn as the server draws them (werk.db.queries.fetch_jobs)
         while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count, new_leases(count)):
-            # JSON lists, one orjson call each, as the server's codec writes them
-            jids = orjson.dumps([r["jid"] for r in rows]).decode()
-            leases = orjson.dumps([str(r["lease"]) for r in rows]).decode()
-            await conn.fetch(ack, None, jids, leases, False, 0, "[]")
+            # jid -> lease as JSON, one orjson call, as the server's codec writes it
+            leases = orjson.dumps({r["jid"]: str(r["lease"]) for r in rows}).decode()
+            await conn.fetch(ack, None, leases, False, 0, "{}")
             done += len(rows)
         return done
 

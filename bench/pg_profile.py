@@ -58,8 +58,8 @@ async def _run(dsn: str, jobs: int, out: Path) -> float:
         time.sleep(1)  # perf attaches
         started, done = time.perf_counter(), 0
         while rows := await claim.fetch(None, ["q"], wids, new_leases(PER_STATEMENT)):
-            jids, leases = [r["jid"] for r in rows], [r["lease"] for r in rows]
-            done += len(await ack.fetchval(None, jids, leases, False, 0, []))
+            leases = {r["jid"]: r["lease"] for r in rows}
+            done += len(await ack.fetchval(None, leases, False, 0, {}))
         rate = done / (time.perf_counter() - started)
         perf.send_signal(signal.SIGINT)
         perf.wait()

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 
+from tests.support.helpers import assert_reads_at_most
 from werk.db import admin_queries, queries
 from werk.db.admin_queries import JobFilter
 from werk.db.pool import connect
@@ -109,18 +110,6 @@ def assert_indexed(plan: str, *indexes: str) -> None:
     assert "Seq Scan on werk_jobs" not in plan, plan
     for index in indexes:
         assert re.search(rf"(Scan using|Bitmap Index Scan on) {index} ", plan), plan
-
-
-def assert_reads_at_most(plan: str, rows: int) -> None:
-    """No node of the plan returns or filters out more than ``rows`` rows over all its loops: an
-    index bound the plan cannot use (a parameter a generic plan only filters on) reads more."""
-    loops = 1
-    for line in plan.splitlines():
-        if found := re.search(r"actual rows=(\d+) loops=(\d+)", line):
-            loops = int(found[2])
-            assert int(found[1]) * loops <= rows, plan
-        if found := re.search(r"Rows Removed by Filter: (\d+)", line):
-            assert int(found[1]) * loops <= rows, plan
 
 
 def lit(value: str | None) -> str:

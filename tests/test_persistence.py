@@ -130,9 +130,9 @@ async def test_the_latest_migration_keeps_the_jobs_of_a_database_it_upgrades(tes
             claimed = await queries.fetch_jobs(conn, None, ["img"], ["w-2", "w-2"])
             assert [r["jid"] for r in claimed] == ["upgrade-available"]
             acked = await queries.ack_jobs(
-                conn, None, ["upgrade-available"], [claimed[0]["lease"]], keep_completed=False
+                conn, None, {"upgrade-available": claimed[0]["lease"]}, keep_completed=False
             )
-            assert acked == [True]
+            assert acked == {"upgrade-available"}
         finally:
             await conn.close()
     finally:

@@ -189,6 +189,30 @@ async def test_batch_ack_with_two_leases_in_one_item_acks_only_the_rest(api):
         assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json()["state"] == "active"
 
 
+async def test_batch_ack_naming_a_job_twice_acks_it_once(api):
+    """A statement takes one lease per jid: a stale lease beside the current one, before or
+    after it, goes to a next statement, and neither hides the other."""
+    for _ in range(3):
+        await push(api)
+    a, b, c = await fetch(api, count=3)
+    stale = "00000000-0000-0000-0000-000000000000"
+    acks = [
+        {"jid": a["jid"], "lease": stale},
+        {"jid": a["jid"], "lease": a["lease"]},
+        {"jid": b["jid"], "lease": b["lease"]},
+        {"jid": b["jid"], "lease": stale},
+        {"jid": c["jid"], "lease": c["lease"]},
+        {"jid": c["jid"], "lease": c["lease"]},
+    ]
+    r = await api.http.post("/v1/ack", json={"acks": acks})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"acked": [a["jid"], b["jid"], c["jid"]], "lease_lost": []}
+    for job in (a, b, c):
+        assert (await api.http.get(f"/v1/jobs/{job['jid']}")).status_code == 404
+    info = (await api.http.get("/v1/info")).json()
+    assert info["totals"]["processed"] == 3
+
+
 async def test_fail_schedules_a_retry_with_backoff_and_failure_fields(api):
     await push(api, backtrace=5)
     (job,) = await fetch(api)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import asyncpg
@@ -39,3 +40,15 @@ async def explain(
         await transaction.rollback()
         await conn.execute("DEALLOCATE explained")
     return "\n".join(r[0] for r in rows)
+
+
+def assert_reads_at_most(plan: str, rows: int) -> None:
+    """No node of the plan returns or filters out more than ``rows`` rows over all its loops: an
+    index bound the plan cannot use (a parameter a generic plan only filters on) reads more."""
+    loops = 1
+    for line in plan.splitlines():
+        if found := re.search(r"actual rows=(\d+) loops=(\d+)", line):
+            loops = int(found[2])
+            assert int(found[1]) * loops <= rows, plan
+        if found := re.search(r"Rows Removed by (?:Join )?Filter: (\d+)", line):
+            assert int(found[1]) * loops <= rows, plan

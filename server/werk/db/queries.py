@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -138,23 +138,19 @@ async def unclaim_jobs(db: Executor, jids: Sequence[str], leases: Sequence[str])
 async def ack_jobs(
     db: Executor,
     now: datetime | None,
-    jids: Sequence[str],
-    leases: Sequence[str | None],
+    leases: Mapping[str, str],
     *,
     keep_completed: bool,
-    wids: Sequence[str | None] | None = None,
-) -> list[bool]:
-    """Each job is named with its lease, or (lease None) with the worker holding it. Returns,
-    per item, whether it completed the job."""
-    # No worker ids (HTTP acks name leases): an empty list, which ROWS FROM pads with NULLs.
-    # The lists go to json parameters: the pool's codec writes each with one orjson call.
-    named = list(wids) if wids is not None else []
-    done = set(
-        await db.fetchval(
-            sql("job_ack"), now, list(jids), list(leases), keep_completed, _shard(), named
-        )
+    by_worker: Mapping[str, str] | None = None,
+) -> set[str]:
+    """Complete each job named in ``leases`` whose current lease is the one given, and each in
+    ``by_worker`` held by the worker given (Faktory's ACK names no lease). Returns the jids
+    completed. A jid is named once: a caller with two leases for one job sends two statements."""
+    # The mappings go to jsonb parameters: the pool's codec writes each with one orjson call.
+    done: list[str] = await db.fetchval(
+        sql("job_ack"), now, leases, keep_completed, _shard(), by_worker or {}
     )
-    return [n in done for n in range(1, len(jids) + 1)]
+    return set(done)
 
 
 async def fail_job(

@@ -368,16 +368,38 @@ class JobService:
         """Concurrent acks, single or batch, share one statement and one commit: each statement
         costs the server a write that wakes PostgreSQL, and PostgreSQL a transaction."""
         acks = [ack for request in requests for ack in request]
-        done = iter(
-            await queries.ack_jobs(
-                self._ack_db,
-                self._clock.now(),
-                [jid for jid, _ in acks],
-                [lease for _, lease in acks],
-                keep_completed=self._keep_completed,
+        now = self._clock.now()
+        leases = dict(acks)
+        if len(leases) == len(acks):
+            done = await queries.ack_jobs(
+                self._ack_db, now, leases, keep_completed=self._keep_completed
             )
-        )
-        return [[next(done) for _ in request] for request in requests]
+            acked = iter([jid in done for jid, _ in acks])
+        else:
+            acked = iter(await self._ack_each_jid_once(now, acks))
+        return [[next(acked) for _ in request] for request in requests]
+
+    async def _ack_each_jid_once(
+        self, now: datetime | None, acks: Sequence[tuple[str, str]]
+    ) -> list[bool]:
+        """Acks that name a job more than once (a stale lease beside the current one, or a retry
+        of the same ack): the statement takes one lease per jid, so each further lease for a jid
+        goes to a next statement. Items with the same jid and lease share one."""
+        statements: list[dict[str, str]] = []
+        placed: list[int] = []
+        for jid, lease in acks:
+            n = 0
+            while n < len(statements) and statements[n].get(jid, lease) != lease:
+                n += 1
+            if n == len(statements):
+                statements.append({})
+            statements[n][jid] = lease
+            placed.append(n)
+        done = [
+            await queries.ack_jobs(self._ack_db, now, leases, keep_completed=self._keep_completed)
+            for leases in statements
+        ]
+        return [jid in done[n] for (jid, _), n in zip(acks, placed, strict=True)]
 
     async def ack_many(self, acks: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
         """Returns (acked jids, jids whose lease was not current)."""
@@ -385,6 +407,8 @@ class JobService:
         results = await self._acks.submit(valid) if valid else []
         acked = [jid for (jid, _), ok in zip(valid, results, strict=True) if ok]
         done = set(acked)
+        if len(done) < len(acked):  # the same jid and lease given twice: say it once
+            acked = list(dict.fromkeys(acked))
         return acked, [jid for jid, _ in acks if jid not in done]
 
     async def fail(
@@ -467,12 +491,11 @@ class JobService:
         acked = await queries.ack_jobs(
             self._pool,
             self._clock.now(),
-            [jid],
-            [None],
+            {},
             keep_completed=self._keep_completed,
-            wids=[wid],
+            by_worker={jid: wid},
         )
-        return acked == [True]
+        return jid in acked
 
     async def fail_by_worker(
         self, jid: str, wid: str, *, errtype: str, message: str, backtrace: Sequence[str]
