@@ -82,9 +82,10 @@ class Settings(BaseSettings):
     )
     # Dead rows pile up between VACUUMs in proportion to throughput. At 23,000 jobs/s through
     # `bench churn` the table ended at 1.91-1.94 x its early size with 5 s, 0.68-0.74 x with
-    # 2.5 s, at the same rate and PostgreSQL CPU per job; the backlog ratios stayed >= 0.94.
+    # 2.5 s. Faster, 2.5 s let it reach 2 x: at 35,000 jobs/s 0.81-2.14 x (six runs) against
+    # 0.77-1.40 x with 1.5 s (four); at 14,000-20,000 jobs/s 1.23-1.85 x against 0.62-0.93 x.
     vacuum_interval: float = Field(
-        2.5,
+        1.5,
         ge=0,
         description="Seconds between VACUUMs of the job table by one node (0 = leave it to "
         "autovacuum).",
