@@ -7,7 +7,7 @@ statistics mislead the planner, both seen on the reference machine:
   flight an ack took 28-68 ms, a fail 24-25 and an extend 17-26, against 2.4-7 by the key.
 - Taken before VACUUM emptied the table (truncated or not), then a burst of jobs claimed: a
   statement joining its ack list to werk_jobs was planned as a scan of the table estimated at
-  one job in flight, inside a loop over the list; acks of 1,000 took 0.35-1.55 s.
+  one job in flight, inside a loop over the list; acks of 1,000 took 0.34-1.77 s.
 
 Each state is set up here with autovacuum off for the table (so nothing refreshes the statistics
 meanwhile), and the plans are read, generic (what the job pool's prepared statements use) and
