@@ -1,5 +1,5 @@
 """PostgreSQL's CPU per acked job where the joined statement's plan is good: the joined ack
-statement (job_ack_joined.sql, before a560d00) against the current one, interleaved.
+statement (job_ack.sql at 83531e0, as ack_plans.py reads it) against the current one, interleaved.
 
     PYTHONPATH=. .venv/bin/python bench/results/ack-plans/ack_cpu.py [--rounds 30]
 
@@ -16,13 +16,14 @@ import statistics
 from itertools import count
 from pathlib import Path
 
+from ack_plans import JOINED  # this script's folder is on sys.path
+
 from bench.target import fresh_database
 from werk.db.migrate import migrate
 from werk.db.pool import connect
 from werk.db.queries import NewJob, new_leases, push_jobs
 from werk.db.sql import sql
 
-HERE = Path(__file__).parent
 JOBS = 1_000
 
 
@@ -37,7 +38,7 @@ async def main(dsn: str, rounds: int) -> None:
         backend = await conn.fetchval("SELECT pg_backend_pid()")
         claim = await conn.prepare(sql("job_fetch"))
         statements = {
-            "joined": await conn.prepare((HERE / "job_ack_joined.sql").read_text()),
+            "joined": await conn.prepare(JOINED),
             "by key": await conn.prepare(sql("job_ack")),
         }
         spent: dict[str, list[float]] = {name: [] for name in statements}

@@ -1,5 +1,5 @@
 """Time one ack of 1,000 jobs under statistics that mislead the planner, with the statement that
-joined its ack list to werk_jobs (job_ack_joined.sql, before a560d00) and with the current one.
+joined its ack list to werk_jobs (job_ack.sql at 83531e0, read from git) and with the current one.
 
     .venv/bin/python bench/results/ack-plans/ack_plans.py [--dsn postgresql://postgres@127.0.0.1/]
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import time
 from pathlib import Path
 
@@ -22,8 +23,15 @@ from werk.db.migrate import migrate
 from werk.db.pool import connect
 from werk.db.sql import sql
 
-HERE = Path(__file__).parent
-JOINED = (HERE / "job_ack_joined.sql").read_text()
+REPO = Path(__file__).resolve().parents[3]
+# The statement before a560d00, which joined the ack list to werk_jobs.
+JOINED = subprocess.run(
+    ["git", "show", "83531e0:server/werk/db/sql/job_ack.sql"],
+    cwd=REPO,
+    check=True,
+    capture_output=True,
+    text=True,
+).stdout
 INSERT = """
     INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at)
     SELECT 'ackplan-' || g, 'noop', 'q', '[]', 'available', now(), now(), now()
