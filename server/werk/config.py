@@ -74,6 +74,23 @@ class Settings(BaseSettings):
     max_batch: int = Field(1000, ge=1, le=10000)
     max_fetch_wait: float = Field(30.0, ge=0, le=300)
 
+    # HTTP connections: a client that connects and sends nothing, or sends a request slowly,
+    # holds a file descriptor; these bound how long and how many.
+    header_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a client has to send a whole request head, counted from connecting "
+        "or from the request's first byte (idle keep-alive time does not count).",
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="Seconds a request body may take to arrive after its head."
+    )
+    max_connections: int = Field(
+        2000,
+        ge=1,
+        description="Open HTTP connections per server process; one beyond it is closed at once.",
+    )
+
     worker_timeout: float = Field(
         60.0, gt=0, description="Seconds without a beat before a worker is gone."
     )

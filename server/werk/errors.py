@@ -40,6 +40,15 @@ class PayloadTooLarge(WerkError):
     title = "The request body is too large"
 
 
+class RequestTimeout(WerkError):
+    """The client stopped sending a request part-way; answered by the HTTP layer, which then
+    closes the connection."""
+
+    code = "request_timeout"
+    status = 408
+    title = "The request did not arrive in time"
+
+
 class DatabaseUnavailable(WerkError):
     code = "database_unavailable"
     status = 503

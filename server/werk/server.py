@@ -18,6 +18,7 @@ from uvicorn._subprocess import get_subprocess
 
 from werk.app import begin_shutdown, create_app
 from werk.config import Settings
+from werk.connections import ConnectionLimits, LimitedConfig, ensure_file_limit
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,9 @@ class WerkServer(uvicorn.Server):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         super().__init__(
-            uvicorn.Config(
-                "werk:placeholder",
+            LimitedConfig(
+                ConnectionLimits.of(settings),
+                app="werk:placeholder",
                 host=settings.host,
                 port=settings.port,
                 log_level=settings.log_level,
@@ -85,6 +87,7 @@ class WerkServer(uvicorn.Server):
 
 
 def serve(settings: Settings) -> None:
+    ensure_file_limit(settings)
     if settings.workers == 1:
         WerkServer(settings).run()
         return

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.faktory.fwp import Fwp, job, pwdhash
-from tests.support.helpers import sql
+from tests.support.helpers import count_jobs, sql
 
 # -- handshake ---------------------------------------------------------------------------------
 
@@ -100,6 +100,23 @@ async def test_idle_connections_are_closed(make_fwp):
     app = await make_fwp(faktory_idle_timeout=0.3)
     conn = await Fwp.connect(app.port)
     assert await conn.closed(timeout=3)
+
+
+async def test_half_sent_lines_are_closed_at_their_deadlines(make_fwp, database_url):
+    """A command that never ends holds its connection no longer than silence would: the idle
+    deadline covers the whole line, and the handshake's covers a half-sent HELLO."""
+    app = await make_fwp(faktory_idle_timeout=0.3, faktory_handshake_timeout=0.3)
+    conn = await Fwp.connect(app.port)
+    await conn.send_raw(b'PUSH {"jid":"half-sent-1","jobtype":"x","ar')
+    assert await conn.closed(timeout=3)
+
+    hello = await Fwp.open(app.port)
+    await hello.read()  # HI
+    await hello.send_raw(b'HELLO {"hostname":"h",')
+    reply = await hello.read(timeout=3)
+    assert reply.kind == "-" and "handshake timeout" in reply.text
+    assert await hello.closed()
+    assert await count_jobs(database_url) == 0
 
 
 # -- framing and limits ------------------------------------------------------------------------

@@ -27,15 +27,9 @@ _HTTP_CODES = {
 }
 
 
-def problem(
-    status: int,
-    code: str,
-    title: str,
-    detail: str,
-    *,
-    errors: list[dict[str, Any]] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> Response:
+def problem_json(
+    status: int, code: str, title: str, detail: str, errors: list[dict[str, Any]] | None = None
+) -> bytes:
     body: dict[str, Any] = {
         "type": f"https://werk.dev/problems/{code}",
         "title": title,
@@ -45,8 +39,20 @@ def problem(
     }
     if errors is not None:
         body["errors"] = errors
+    return orjson.dumps(body)
+
+
+def problem(
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    *,
+    errors: list[dict[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
     return Response(
-        orjson.dumps(body),
+        problem_json(status, code, title, detail, errors),
         status_code=status,
         media_type="application/problem+json",
         headers=headers,

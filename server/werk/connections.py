@@ -1,0 +1,187 @@
+"""Bounds on HTTP connections, so clients that connect and send nothing, or send a request a byte
+at a time, cannot hold the server's file descriptors: a deadline for each request's head and body,
+and a cap on open connections per process.
+
+uvicorn bounds only the idle time between requests (keep-alive); a connection that never sends a
+whole request stays open, and its ``limit_concurrency`` answers 503 once in-flight requests reach
+the limit, which would also refuse workers' long polls. So the limits live in a subclass of
+uvicorn's httptools protocol (the one it picks itself when httptools is installed)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from werk.api.problems import problem_json
+from werk.config import Settings
+from werk.errors import RequestTimeout
+
+log = logging.getLogger(__name__)
+
+# Descriptors a server process needs besides client connections: listening sockets, the database
+# pools and LISTEN connection, the event loop's own, log files.
+RESERVED_FILES = 64
+REFUSAL_LOG_INTERVAL = 10.0
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_timeout: float
+    body_timeout: float
+    max_connections: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ConnectionLimits:
+        return cls(settings.header_timeout, settings.body_timeout, settings.max_connections)
+
+
+class LimitedConfig(uvicorn.Config):
+    """uvicorn's configuration with the limits attached. It is pickled into each process of
+    ``--workers N``, so the protocol class must be importable by name, not built per setting."""
+
+    def __init__(self, limits: ConnectionLimits, **kwargs: Any) -> None:
+        super().__init__(http=LimitedHttpProtocol, **kwargs)
+        self.limits = limits
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    """One deadline per connection: while a request is being read, the time by which its head (or
+    its body) must be complete; None between requests and while the app answers, where uvicorn's
+    keep-alive timer and the app's own waits (long polls) govern. A single timer per connection
+    checks it, re-armed only when it fires or a deadline comes earlier than it."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        assert isinstance(config, LimitedConfig)
+        self.limits = config.limits
+        self.deadline: float | None = None
+        # What the deadline is for; "connect": nothing received yet.
+        self.reading: Literal["connect", "head", "body"] | None = None
+        self.watch: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.limits.max_connections:
+            _log_refusal(self.limits.max_connections)
+            self.transport = transport  # connection_lost expects it
+            transport.close()
+            return
+        super().connection_made(transport)
+        self.reading = "connect"
+        self._read_by(self.loop.time() + self.limits.header_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
+            self.watch = None
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self.reading is None:  # a kept-alive connection's next request
+            self._read_by(self.loop.time() + self.limits.header_timeout)
+        self.reading = "head"
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self.reading = "body"
+        self._read_by(self.loop.time() + self.limits.body_timeout)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self.deadline = None
+        self.reading = None
+
+    def _read_by(self, deadline: float) -> None:
+        self.deadline = deadline
+        if self.watch is None or self.watch.when() > deadline:
+            if self.watch is not None:
+                self.watch.cancel()
+            self.watch = self.loop.call_at(deadline, self._check)
+
+    def _check(self) -> None:
+        self.watch = None
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:
+            return
+        now = self.loop.time()
+        if self.deadline is None:
+            # Between requests or while the app answers: look again after the shortest time a
+            # deadline set from now could take.
+            recheck = min(self.limits.header_timeout, self.limits.body_timeout)
+            self.watch = self.loop.call_at(now + recheck, self._check)
+        elif now < self.deadline:
+            self.watch = self.loop.call_at(self.deadline, self._check)
+        else:
+            self._time_out()
+
+    def _time_out(self) -> None:
+        """A connection that never sent a byte is closed; a request cut short is answered 408
+        first, unless an answer is already under way on the connection. The app, if it waits for
+        the rest of a body, then sees the client disconnect (its answer goes nowhere)."""
+        cycle = self.cycle
+        if self.reading == "head" and (cycle is None or cycle.response_complete):
+            self.transport.write(_timeout_answer("head", self.limits.header_timeout))
+        elif self.reading == "body" and not self.pipeline and not cycle.response_started:
+            self.transport.write(_timeout_answer("body", self.limits.body_timeout))
+        self.transport.close()
+
+
+def _timeout_answer(part: str, seconds: float) -> bytes:
+    setting = "WERK_BODY_TIMEOUT" if part == "body" else "WERK_HEADER_TIMEOUT"
+    error = RequestTimeout(f"the request {part} did not arrive within {seconds:g} s ({setting})")
+    body = problem_json(error.status, error.code, error.title, error.detail)
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\n"
+        "content-type: application/problem+json\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+_last_refusal_log = 0.0
+
+
+def _log_refusal(cap: int) -> None:
+    """At most one line per interval: a flood of refusals must not become a flood of logs."""
+    global _last_refusal_log
+    now = time.monotonic()
+    if now - _last_refusal_log >= REFUSAL_LOG_INTERVAL:
+        _last_refusal_log = now
+        log.warning("%d HTTP connections open (WERK_MAX_CONNECTIONS): closing new ones", cap)
+
+
+def ensure_file_limit(settings: Settings) -> None:
+    """Raises the process's open-file limit (inherited by ``--workers`` processes) to what the
+    connection caps need, within the hard limit; warns when even that is too low, because then
+    descriptors run out before the caps refuse anything."""
+    needed = settings.max_connections + RESERVED_FILES + settings.pool_max_size
+    needed += settings.admin_pool_max_size
+    if settings.faktory_port:
+        needed += settings.faktory_max_connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < needed:
+        log.warning(
+            "the open-file limit (%d) is below the %d that WERK_MAX_CONNECTIONS and "
+            "WERK_FAKTORY_MAX_CONNECTIONS need; raise it (ulimit -n) or lower them",
+            target,
+            needed,
+        )
