@@ -19,6 +19,7 @@ from werk.api import (
     jobs_routes,
     metrics_routes,
     problems,
+    proxies,
     system_routes,
     work_routes,
 )
@@ -41,6 +42,7 @@ from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
 from werk.services.metrics import MetricsService, RequestDurations
 from werk.services.queues import QueueService
+from werk.services.sessions import SessionService
 from werk.services.wakeup import WakeHub
 from werk.services.workers import WorkerService
 
@@ -105,6 +107,7 @@ def create_app(
             queues=QueueService(admin_pool, clock, hub),
             admin=AdminService(admin_pool, clock, hub),
             metrics=MetricsService(admin_pool, clock, durations),
+            sessions=SessionService(admin_pool, clock, settings),
         )
         app.state.services = services
         hub.start()
@@ -128,12 +131,16 @@ def create_app(
                     await asyncio.wait_for(closing.close(), 10)
 
     app = _WerkAPI(
-        # The job traffic skips FastAPI's per-request machinery (see werk.api.direct).
-        front=lambda stack: DirectRoutes(
-            stack,
-            [*jobs_routes.DIRECT, *work_routes.DIRECT],
-            durations=durations,
-            max_body_bytes=settings.max_body_bytes,
+        # The job traffic skips FastAPI's per-request machinery (see werk.api.direct); what a
+        # trusted proxy forwards applies to it too.
+        front=lambda stack: proxies.wrap(
+            DirectRoutes(
+                stack,
+                [*jobs_routes.DIRECT, *work_routes.DIRECT],
+                durations=durations,
+                max_body_bytes=settings.max_body_bytes,
+            ),
+            settings.trusted_proxies,
         ),
         title="Werk",
         version=__version__,

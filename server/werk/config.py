@@ -5,10 +5,18 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    IPvAnyNetwork,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 # push: push jobs; work: fetch/ack/fail/extend/beat; metrics: scrape /metrics;
@@ -155,8 +163,8 @@ class Settings(BaseSettings):
     session_max_age: int = Field(12 * 3600, ge=60, description="Dashboard login lifetime (s).")
     session_secret: SecretStr | None = Field(
         None,
-        description="Mixed into dashboard session signatures (the same on every node); without it "
-        "the token hashes alone sign sessions.",
+        description="Signs dashboard session cookies (the same on every node); without it a "
+        "random key made once and kept in the database signs them.",
     )
     auth_failures_per_minute: int = Field(
         20, ge=1, description="Failed authentications allowed per client address per minute."
@@ -164,8 +172,23 @@ class Settings(BaseSettings):
     root_path: str = Field(
         "",
         pattern=r"^(/[A-Za-z0-9._~-]+)*$",
-        description="Path prefix when served behind a proxy (X-Forwarded-Prefix also works).",
+        description="Path prefix when served behind a proxy (X-Forwarded-Prefix from a trusted "
+        "proxy also works).",
     )
+
+    # Reverse proxies whose X-Forwarded-For, -Proto, -Host and -Prefix headers are believed.
+    trusted_proxies: Annotated[list[IPvAnyNetwork], NoDecode] = Field(
+        default_factory=list,
+        description="Addresses or networks (comma-separated) of the reverse proxies in front; "
+        "X-Forwarded-* headers from any other client are ignored. None: ignored from everyone.",
+    )
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_proxies(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @model_validator(mode="after")
     def _pool_sizes(self) -> Settings:

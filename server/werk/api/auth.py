@@ -1,4 +1,4 @@
-"""Bearer tokens with scopes, the dashboard's session cookie, and a limit on failed attempts.
+"""Bearer tokens with scopes and a limit on failed attempts (dashboard sessions: services.sessions).
 
 Tokens are configured by their SHA-256 only; a presented token is hashed and compared with every
 configured hash in constant time (no early exit). ``admin`` satisfies every scope. With no tokens
@@ -71,9 +71,6 @@ class Authenticator:
     def __init__(self, settings: Settings) -> None:
         self.enabled = bool(settings.tokens)
         self.metrics_public = settings.metrics_public
-        self.session_max_age = settings.session_max_age
-        secret = settings.session_secret.get_secret_value() if settings.session_secret else ""
-        self._secret = secret.encode()
         self._tokens = [
             (bytes.fromhex(t.sha256 or ""), Principal(t.name, frozenset(t.scopes)))
             for t in settings.tokens
@@ -110,36 +107,6 @@ class Authenticator:
             self.limiter.record(client)
             raise Unauthorized("the bearer token is not valid")
         return principal
-
-    # -- dashboard sessions (stateless, signed; valid on every node with the same config) ----
-
-    def _sign(self, stored: bytes, payload: str) -> str:
-        key = hmac.new(stored, b"werk-session|" + self._secret, hashlib.sha256).digest()
-        return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
-
-    def issue_session(self, principal: Principal, now: float | None = None) -> str:
-        expires = int((now if now is not None else time.time()) + self.session_max_age)
-        payload = f"{principal.name}.{expires}"
-        for stored, candidate in self._tokens:
-            if candidate == principal:
-                return f"{payload}.{self._sign(stored, payload)}"
-        raise ValueError("unknown principal")
-
-    def session_principal(self, cookie: str | None, now: float | None = None) -> Principal | None:
-        """The principal a session cookie stands for, if it is authentic and unexpired. Removing
-        a token from the configuration ends its sessions."""
-        if not cookie:
-            return None
-        rest, _, signature = cookie.rpartition(".")
-        name, _, expires = rest.rpartition(".")  # names may contain dots
-        if not expires.isdigit() or int(expires) < (now if now is not None else time.time()):
-            return None
-        found = None
-        for stored, principal in self._tokens:
-            expected = self._sign(stored, f"{name}.{expires}")
-            if hmac.compare_digest(expected, signature) and principal.name == name:
-                found = principal
-        return found
 
 
 def client_address(request: Request) -> str:

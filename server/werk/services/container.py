@@ -10,6 +10,7 @@ from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
 from werk.services.metrics import MetricsService
 from werk.services.queues import QueueService
+from werk.services.sessions import SessionService
 from werk.services.wakeup import WakeHub
 from werk.services.workers import WorkerService
 
@@ -24,3 +25,4 @@ class Services:
     queues: QueueService
     admin: AdminService
     metrics: MetricsService
+    sessions: SessionService

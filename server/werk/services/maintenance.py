@@ -14,7 +14,7 @@ import logging
 import asyncpg
 
 from werk.config import Settings
-from werk.db import queries
+from werk.db import queries, sessions
 from werk.domain.clock import Clock
 from werk.services.wakeup import WakeHub, counts_by_queue
 
@@ -51,7 +51,8 @@ class Maintenance:
         return {"released": released, "promoted": promoted, "pruned": pruned}
 
     async def prune(self) -> int:
-        """Apply dead-job and completed-job retention, a bounded batch per statement."""
+        """Apply dead-job and completed-job retention, a bounded batch per statement; forget gone
+        workers and expired dashboard sessions."""
         total = 0
         while True:
             n = await queries.prune_finished(
@@ -68,6 +69,7 @@ class Maintenance:
         await queries.prune_gone_workers(
             self._pool, self._clock.now(), older_than=GONE_WORKER_RETENTION
         )
+        await sessions.prune_sessions(self._pool, self._clock.now())
         return total
 
     async def promote_due(self) -> int:

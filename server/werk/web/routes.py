@@ -4,11 +4,12 @@ back (post/redirect/get) with a fixed message."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from datetime import UTC, datetime
 from functools import cache
 from typing import Annotated, Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, unquote_plus, urlencode
 
 import jinja2
 import orjson
@@ -23,6 +24,7 @@ from werk.errors import InvalidRequest, JobNotFound, TooManyAuthFailures, WerkEr
 from werk.services.admin import JobAction, JobQuery
 from werk.web import charts
 from werk.web.security import (
+    SESSION_COOKIE,
     check_same_origin,
     clear_session,
     current_user,
@@ -34,13 +36,25 @@ from werk.web.security import (
     template_globals,
 )
 
-router = APIRouter(include_in_schema=False)
+
+def plain_text(request: Request) -> None:
+    """A NUL cannot be stored or compared in PostgreSQL text: refused wherever the dashboard
+    reads input (the path and query here, forms in form_fields)."""
+    query = request.query_params.multi_items()
+    if "\x00" in request.scope["path"] or any("\x00" in k + v for k, v in query):
+        raise InvalidRequest("the request holds a NUL character")
+
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(plain_text)])
 
 UserDep = Annotated[Principal | None, Depends(current_user)]
 HISTORY_DAYS = (7, 30, 90, 180)
 PAGE_SIZE = 50
 # Bulk buttons ("retry all") change at most this many jobs per click and say how many changed.
 BULK_LIMIT = 10_000
+# Counts in a message (?done=...&n=) have at most this many digits; a form at most this many fields.
+MAX_COUNT_DIGITS = 18
+MAX_FORM_FIELDS = 5000
 
 # Which buttons each list shows (and which actions a form may ask for there).
 LISTS: dict[str, dict[str, Any]] = {
@@ -140,7 +154,9 @@ def _message(request: Request) -> str | None:
     if template is None:
         return None
     n = request.query_params.get("n", "0")
-    return template.format(n=int(n) if n.isdigit() else 0)
+    if not (n.isascii() and n.isdigit() and len(n) <= MAX_COUNT_DIGITS):
+        raise InvalidRequest("n must be a count (a whole number)")
+    return template.format(n=int(n))
 
 
 def back_to(request: Request, path: str, **params: str | int) -> Response:
@@ -158,7 +174,13 @@ async def form_fields(request: Request) -> dict[str, list[str]]:
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("application/x-www-form-urlencoded"):
         raise InvalidRequest("expected a form (application/x-www-form-urlencoded)")
-    return parse_qs(body.decode("utf-8", "replace"), keep_blank_values=False, max_num_fields=5000)
+    text = body.decode("utf-8", "replace")
+    if "\x00" in unquote_plus(text):
+        raise InvalidRequest("the form holds a NUL character")
+    try:
+        return parse_qs(text, keep_blank_values=False, max_num_fields=MAX_FORM_FIELDS)
+    except ValueError:
+        raise InvalidRequest(f"a form has at most {MAX_FORM_FIELDS} fields") from None
 
 
 def _one(fields: dict[str, list[str]], name: str, default: str = "") -> str:
@@ -178,7 +200,7 @@ async def login_page(request: Request, next: str = "/") -> Response:
 
 
 @router.post("/login")
-async def login(request: Request) -> Response:
+async def login(request: Request, services: ServicesDep) -> Response:
     check_same_origin(request)
     auth: Authenticator = request.app.state.auth
     fields = await form_fields(request)
@@ -190,19 +212,24 @@ async def login(request: Request) -> Response:
         auth.check_client(client)
     except TooManyAuthFailures as exc:
         return render(request, "login.html", None, status=429, next=next_path, error=exc.detail)
-    principal = auth.identify(_one(fields, "token").strip())
+    presented = _one(fields, "token").strip()
+    principal = auth.identify(presented)
     if principal is None or not principal.allows("admin"):
         auth.limiter.record(client)
         error = "That token is not valid for the dashboard (it needs the admin scope)."
         return render(request, "login.html", None, status=401, next=next_path, error=error)
+    cookie = await services.sessions.issue(
+        principal.name, hashlib.sha256(presented.encode()).digest()
+    )
     response = back_to(request, next_path)
-    set_session(request, response, auth.issue_session(principal), auth.session_max_age)
+    set_session(request, response, cookie, services.sessions.max_age)
     return response
 
 
 @router.post("/logout")
-async def logout(request: Request) -> Response:
+async def logout(request: Request, services: ServicesDep) -> Response:
     check_same_origin(request)
+    await services.sessions.end(request.cookies.get(SESSION_COOKIE))
     response = back_to(request, "/login")
     clear_session(request, response)
     return response
@@ -379,9 +406,9 @@ async def workers_page(
 # -- actions (POST, same-origin) ---------------------------------------------------------
 
 
-def _guard(request: Request) -> Principal | None:
+async def _guard(request: Request) -> Principal | None:
     check_same_origin(request)
-    return current_user(request)
+    return await current_user(request)
 
 
 GuardDep = Annotated[Principal | None, Depends(_guard)]

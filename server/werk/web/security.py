@@ -1,5 +1,5 @@
 """The dashboard's defences: login sessions, same-origin checks for unsafe requests, a CSP nonce
-per response, no caching, and the path prefix a reverse proxy announces."""
+per response, no caching, and the path prefix a trusted reverse proxy announces."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from werk.api.auth import Authenticator, Principal
+from werk.api.proxies import forwarded
 from werk.errors import Forbidden
+from werk.services.container import Services
 
 SESSION_COOKIE = "werk_session"
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
@@ -51,13 +53,15 @@ def safe_next(value: str | None) -> str:
     return value
 
 
-def current_user(request: Request) -> Principal | None:
+async def current_user(request: Request) -> Principal | None:
     """The logged-in operator; None when auth is off (everything open on loopback). Raises
-    LoginRequired when auth is on and the session is missing, expired, or lacks admin."""
+    LoginRequired when auth is on and the session is missing, expired, ended, or lacks admin."""
     auth: Authenticator = request.app.state.auth
     if not auth.enabled:
         return None
-    principal = auth.session_principal(request.cookies.get(SESSION_COOKIE))
+    services: Services = request.app.state.services
+    token = await services.sessions.holder(request.cookies.get(SESSION_COOKIE))
+    principal = Principal(token.name, frozenset(token.scopes)) if token else None
     if principal is None or not principal.allows("admin"):
         raise LoginRequired(local_path(request))
     return principal
@@ -75,7 +79,9 @@ def check_same_origin(request: Request) -> None:
     source = request.headers.get("origin") or request.headers.get("referer")
     if not source or source == "null":
         raise Forbidden("request refused: no Origin or Referer to prove it is same-origin")
-    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    host = request.headers.get("host", "")
+    if forwarded(request.scope):  # the name the client used, as our own proxy reports it
+        host = request.headers.get("x-forwarded-host", host).rsplit(",", 1)[-1].strip()
     if urlsplit(source).netloc.lower() != host.lower():
         raise Forbidden("cross-site request refused (Origin does not match Host)")
 
@@ -129,7 +135,7 @@ def install_handlers(app: FastAPI) -> None:
 
 
 class ForwardedPrefix:
-    """Serves under a path prefix: the one a reverse proxy announces in X-Forwarded-Prefix, else
+    """Serves under a path prefix: the one a trusted proxy announces in X-Forwarded-Prefix, else
     WERK_ROOT_PATH, else the server's own root_path. Links and cookies then carry it; requests
     may arrive with the prefix or with it stripped. Only a plain path is accepted."""
 
@@ -140,7 +146,7 @@ class ForwardedPrefix:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             prefix = self.default
-            for name, value in scope["headers"]:
+            for name, value in scope["headers"] if forwarded(scope) else ():
                 if name == b"x-forwarded-prefix":
                     announced = value.decode("latin-1").rstrip("/")
                     if _PREFIX.fullmatch(announced):
