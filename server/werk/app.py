@@ -22,7 +22,7 @@ from werk.api import (
     system_routes,
     work_routes,
 )
-from werk.api.auth import authorize
+from werk.api.auth import RequestGuard, authorize
 from werk.api.direct import DirectRoutes
 from werk.api.limits import BodyLimit
 from werk.config import Settings
@@ -128,12 +128,16 @@ def create_app(
                     await asyncio.wait_for(closing.close(), 10)
 
     app = _WerkAPI(
-        # The job traffic skips FastAPI's per-request machinery (see werk.api.direct).
-        front=lambda stack: DirectRoutes(
-            stack,
-            [*jobs_routes.DIRECT, *work_routes.DIRECT],
-            durations=durations,
-            max_body_bytes=settings.max_body_bytes,
+        # The job traffic skips FastAPI's per-request machinery (see werk.api.direct); the
+        # guard's rules (Host, cross-site, one Authorization) hold for it and for the rest.
+        front=lambda stack: RequestGuard(
+            DirectRoutes(
+                stack,
+                [*jobs_routes.DIRECT, *work_routes.DIRECT],
+                durations=durations,
+                max_body_bytes=settings.max_body_bytes,
+            ),
+            settings,
         ),
         title="Werk",
         version=__version__,
