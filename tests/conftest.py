@@ -70,10 +70,12 @@ def clock() -> ManualClock:
 def make_settings(database_url: str) -> Callable[..., Settings]:
     def make(**overrides: Any) -> Settings:
         # FWP off unless a test asks for it: 7419 may be taken (by another test's server).
+        # werk.test: the host name the in-process client sends (see make_api).
         values: dict[str, Any] = {
             "database_url": database_url,
             "poll_interval": 0.2,
             "faktory_port": 0,
+            "allowed_hosts": ["werk.test"],
         }
         values.update(overrides)
         return Settings(**values)

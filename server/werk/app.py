@@ -23,7 +23,7 @@ from werk.api import (
     system_routes,
     work_routes,
 )
-from werk.api.auth import authorize
+from werk.api.auth import RequestGuard, authorize
 from werk.api.direct import DirectRoutes
 from werk.api.limits import BodyLimit
 from werk.config import Settings
@@ -132,13 +132,17 @@ def create_app(
 
     app = _WerkAPI(
         # The job traffic skips FastAPI's per-request machinery (see werk.api.direct); what a
-        # trusted proxy forwards applies to it too.
+        # trusted proxy forwards applies to it too, and the guard's rules (Host, cross-site, one
+        # Authorization) hold for it and for the rest.
         front=lambda stack: proxies.wrap(
-            DirectRoutes(
-                stack,
-                [*jobs_routes.DIRECT, *work_routes.DIRECT],
-                durations=durations,
-                max_body_bytes=settings.max_body_bytes,
+            RequestGuard(
+                DirectRoutes(
+                    stack,
+                    [*jobs_routes.DIRECT, *work_routes.DIRECT],
+                    durations=durations,
+                    max_body_bytes=settings.max_body_bytes,
+                ),
+                settings,
             ),
             settings.trusted_proxies,
         ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -169,6 +170,32 @@ class Settings(BaseSettings):
     auth_failures_per_minute: int = Field(
         20, ge=1, description="Failed authentications allowed per client address per minute."
     )
+    # Host names the server answers to (see werk.api.auth.RequestGuard): the loopback names and
+    # the bind host always, these besides; without tokens the check is always on, with tokens
+    # only when this is set. "*" turns it off.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names (no port) the server answers to besides localhost, 127.0.0.1, "
+        "::1 and the bind host; comma-separated; * = any.",
+    )
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: Any) -> Any:
+        names = value.split(",") if isinstance(value, str) else value
+        if not isinstance(names, list):
+            return names
+        cleaned = [str(n).strip().lower().removeprefix("[").removesuffix("]") for n in names]
+        cleaned = [n for n in cleaned if n]
+        for name in cleaned:
+            if name == "*" or re.fullmatch(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?", name):
+                continue
+            try:
+                ipaddress.ip_address(name)
+            except ValueError:
+                raise ValueError(f"{name!r} is not a host name (give no port)") from None
+        return cleaned
+
     root_path: str = Field(
         "",
         pattern=r"^(/[A-Za-z0-9._~-]+)*$",

@@ -81,6 +81,28 @@ class TooManyAuthFailures(WerkError):
     title = "Too many failed authentication attempts"
 
 
+class AmbiguousCredentials(Unauthorized):
+    """More than one Authorization header: parts of a stack may read different ones."""
+
+    code = "ambiguous_credentials"
+    title = "More than one Authorization header"
+
+
+class CrossSiteRequest(Forbidden):
+    """Without tokens nothing else tells a web page's request from the operator's own."""
+
+    code = "cross_site_request"
+    title = "A cross-site request may not change anything"
+
+
+class HostNotAllowed(WerkError):
+    """A Host this server is not known by: a DNS-rebinding page would send its own name."""
+
+    code = "host_not_allowed"
+    status = 421
+    title = "The server does not answer to this host name"
+
+
 class JobStateConflict(WerkError):
     """The operator action does not apply to the job's current state (e.g. retrying an active
     job)."""
