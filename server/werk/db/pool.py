@@ -7,11 +7,11 @@ set for it), parsed by ``datetime.fromisoformat``: the same aware datetimes as a
 decoder gives, at a quarter of its cost (a row of four timestamps: 5.1 against 1.2 us of client
 CPU, and PostgreSQL's text output costs it 0.5 us more). A claimed job carries four.
 
-A stored time beyond Python's datetime (BC, year 10000 and later, 'infinity': Werk refuses to
-write them, see werk.domain.times, but older servers and hand-written SQL did) is read as the
-nearest bound, with an error logged. A row must never fail to decode: a claim has committed by the
-time its rows are decoded, and a row that failed there would leave its jobs, and every job
-claimed with them, leased to a worker that never received them."""
+A stored time beyond Python's datetime (BC, year 10000 and later, 'infinity': Werk writes none,
+see werk.domain.times, but SQL by hand or another program may) is read as the nearest bound, with
+an error logged. A row must never fail to decode: a claim has committed by the time its rows are
+decoded, and a row that failed there would leave its jobs, and every job claimed with them,
+leased to a worker that never received them."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def _timestamp(text: str) -> datetime:
 def _beyond_datetime(text: str) -> datetime:
     bound = TIME_MIN if text.endswith(" BC") or text == "-infinity" else TIME_MAX
     log.error(
-        "a stored time (%s) lies outside what Werk can read; it is read as %s. Werk no longer "
-        "accepts such times: the row was written by an older server or by hand (correct it)",
+        "a stored time (%s) lies outside what Werk can read; it is read as %s. Werk accepts no "
+        "such time, so the row was written by other means: correct it",
         text,
         bound.isoformat(),
     )
