@@ -20,8 +20,8 @@ from werk.db.sql import sql
 JOBS = 20_000
 
 STATEMENTS = {
-    # now, max_orphans, worker_timeout, limit, shard
-    "job_orphans_release": "NULL, 3, 60, 1000, 0",
+    # now, max_orphans, worker_timeout, limit, shard, latest retry time
+    "job_orphans_release": "NULL, 3, 60, 1000, 0, '9999-12-31 23:59:59.999999+00'",
     # now, limit
     "job_promote": "NULL, 1000",
 }

@@ -20,7 +20,7 @@ import (
 var (
 	varPattern   = regexp.MustCompile(`\$\{(\w+)\}`)
 	wholeVar     = regexp.MustCompile(`^\$\{(\w+)\}$`)
-	datetimeForm = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
+	datetimeForm = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$`)
 )
 
 func substitute(v any, vars map[string]any) any {

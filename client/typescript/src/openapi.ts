@@ -964,7 +964,7 @@ export interface components {
             args?: unknown[];
             /**
              * At
-             * @description Run no earlier than this (RFC 3339 with a time zone).
+             * @description Run no earlier than this (RFC 3339 with a time zone); it must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z (in UTC).
              */
             at?: string | null;
             /**

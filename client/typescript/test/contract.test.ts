@@ -11,7 +11,7 @@ const client = new Client({ url: process.env.WERK_URL });
 
 type Params = Record<string, any>;
 
-const DATETIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
+const DATETIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
 
 function substitute(value: unknown, vars: Record<string, unknown>): any {
   if (typeof value === "string") {

@@ -20,6 +20,7 @@ from pydantic import (
 from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
 
 from werk.domain import job as rules
+from werk.domain.times import OUT_OF_RANGE, check_time
 from werk.services.jobs import JobSpec
 
 MAX_JSON_DEPTH = 64
@@ -153,11 +154,12 @@ class JobPush(TypedDict):
     # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
     at: NotRequired[
         Annotated[
-            AwareDatetime | None,
+            Annotated[AwareDatetime, AfterValidator(check_time)] | None,
             _absent_means(
                 None,
                 strict=False,
-                description="Run no earlier than this (RFC 3339 with a time zone).",
+                description="Run no earlier than this (RFC 3339 with a time zone); it "
+                f"{OUT_OF_RANGE}.",
             ),
         ]
     ]

@@ -1,4 +1,5 @@
-"""Renders stored rows on the wire. orjson does the encoding (datetimes as RFC 3339)."""
+"""Renders stored rows on the wire. orjson does the encoding: datetimes as RFC 3339, UTC written
+``Z`` (what schema-generated validators such as zod's ``datetime()`` accept)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ class JSON(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        return dumps(content)
+
+
+def dumps(value: Any, option: int = 0) -> bytes:
+    """JSON as every answer writes it (stored times are UTC: the sessions' TimeZone)."""
+    return orjson.dumps(value, option=option | orjson.OPT_UTC_Z)
 
 
 def job_view(r: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,17 +5,26 @@ job on every fetch.
 Timestamps travel as text too, in ISO format at UTC (the sessions' DateStyle and TimeZone are
 set for it), parsed by ``datetime.fromisoformat``: the same aware datetimes as asyncpg's binary
 decoder gives, at a quarter of its cost (a row of four timestamps: 5.1 against 1.2 us of client
-CPU, and PostgreSQL's text output costs it 0.5 us more). A claimed job carries four. Values
-outside Python's datetime (year 10000 and later, 'infinity') fail to decode either way; Werk
-writes none."""
+CPU, and PostgreSQL's text output costs it 0.5 us more). A claimed job carries four.
+
+A stored time beyond Python's datetime (BC, year 10000 and later, 'infinity': Werk writes none,
+see werk.domain.times, but SQL by hand or another program may) is read as the nearest bound, with
+an error logged. A row must never fail to decode: a claim has committed by the time its rows are
+decoded, and a row that failed there would leave its jobs, and every job claimed with them,
+leased to a worker that never received them."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 import orjson
+
+from werk.domain.times import TIME_MAX, TIME_MIN
+
+log = logging.getLogger(__name__)
 
 # What the timestamp codec reads and writes (see above); a database's own defaults may differ.
 SESSION = {"application_name": "werk", "DateStyle": "ISO", "TimeZone": "UTC"}
@@ -23,6 +32,24 @@ SESSION = {"application_name": "werk", "DateStyle": "ISO", "TimeZone": "UTC"}
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
+
+
+def _timestamp(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return _beyond_datetime(text)
+
+
+def _beyond_datetime(text: str) -> datetime:
+    bound = TIME_MIN if text.endswith(" BC") or text == "-infinity" else TIME_MAX
+    log.error(
+        "a stored time (%s) lies outside what Werk can read; it is read as %s. Werk accepts no "
+        "such time, so the row was written by other means: correct it",
+        text,
+        bound.isoformat(),
+    )
+    return bound
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -35,7 +62,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         "timestamptz",
         schema="pg_catalog",
         encoder=datetime.isoformat,
-        decoder=datetime.fromisoformat,
+        decoder=_timestamp,
         format="text",
     )
 

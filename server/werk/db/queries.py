@@ -13,6 +13,7 @@ import asyncpg
 
 from werk.db.held import HeldConnection
 from werk.db.sql import sql, sql_with
+from werk.domain.times import TIME_MAX
 
 Executor = asyncpg.Pool | asyncpg.Connection | HeldConnection
 
@@ -179,6 +180,7 @@ async def fail_job(
         no_retry,
         _shard(),
         wid,
+        TIME_MAX,
     )
 
 
@@ -224,7 +226,7 @@ async def release_orphans(
     limit: int,
 ) -> list[Any]:
     return await db.fetch(
-        sql("job_orphans_release"), now, max_orphans, worker_timeout, limit, _shard()
+        sql("job_orphans_release"), now, max_orphans, worker_timeout, limit, _shard(), TIME_MAX
     )
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from werk.domain import job as rules
+from werk.domain.times import OUT_OF_RANGE, check_time
 from werk.services.jobs import JobSpec
 
 # Faktory's priorities run 1..9 with 5 the default; Werk's default is 0. Faktory's 5 is Werk's 0,
@@ -128,7 +129,10 @@ def _at(value: Any) -> datetime | None:
         raise InvalidJob(f"invalid at {value!r}: use RFC 3339, e.g. 2030-01-02T03:04:05Z") from None
     if at.tzinfo is None:
         raise InvalidJob(f"invalid at {value!r}: it needs a time zone (Z or +hh:mm)")
-    return at
+    try:
+        return check_time(at)
+    except ValueError:
+        raise InvalidJob(f"invalid at {value!r}: it {OUT_OF_RANGE}") from None
 
 
 def _json_problem(value: Any) -> str | None:

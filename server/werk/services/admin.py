@@ -20,6 +20,7 @@ from werk.db import admin_queries, queries
 from werk.db.admin_queries import JobFilter
 from werk.domain.clock import Clock
 from werk.domain.job import JobState, WorkerState
+from werk.domain.times import check_time
 from werk.errors import InvalidRequest, JobNotFound, JobStateConflict, WorkerNotFound
 from werk.services.queues import check_queue_name
 from werk.services.wakeup import WakeHub, counts_by_queue
@@ -92,7 +93,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created_at, jid = orjson.loads(raw)
-        return datetime.fromisoformat(created_at), str(jid)
+        return check_time(datetime.fromisoformat(created_at)), str(jid)
     except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError) as exc:
         raise InvalidRequest(
             "invalid cursor: pass next_cursor from the previous page unchanged",

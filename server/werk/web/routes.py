@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from werk.api.auth import Authenticator, Principal, client_address
 from werk.api.deps import ServicesDep
-from werk.api.views import job_view
+from werk.api.views import dumps, job_view
 from werk.domain.job import WorkerState
 from werk.errors import InvalidRequest, JobNotFound, TooManyAuthFailures, WerkError
 from werk.services.admin import JobAction, JobQuery
@@ -95,7 +95,7 @@ def _templates() -> jinja2.Environment:
     env.filters["pretty"] = _pretty
     env.filters["ts"] = _timestamp
     env.filters["pathq"] = lambda v: quote(str(v), safe="")
-    env.filters["compact"] = lambda v: orjson.dumps(v).decode()
+    env.filters["compact"] = lambda v: dumps(v).decode()
     env.filters["num"] = lambda v: f"{int(v):,}"
     return env
 
@@ -128,7 +128,7 @@ def _timestamp(value: datetime | None) -> str:
 
 
 def _pretty(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    return dumps(value, orjson.OPT_INDENT_2).decode()
 
 
 def render(

@@ -1,6 +1,8 @@
 -- A worker reports that its attempt failed. It must hold the attempt (checked under the row
 -- lock): by its current lease ($3), or, for Faktory's protocol whose FAIL names only the jid, as
 -- the worker $10 the job is reserved to (lease NULL). The retry policy lives in werk_failure_outcome(); a retry_in ($7) overrides the backoff.
+-- The retry time is capped at $11, the latest time Werk can read back (a backoff of a thousand
+-- retries is 30,000 years).
 -- A failure counts as processed and as failed (Faktory's counters).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
@@ -24,8 +26,9 @@ failed AS (
     UPDATE werk_jobs j
     SET state = CASE WHEN t.outcome = 'dead' THEN 'dead' ELSE 'scheduled' END::werk_job_state,
         run_at = CASE WHEN t.outcome = 'retry'
-                      THEN c.now + coalesce(make_interval(secs => $7::float8),
-                                            werk_retry_delay(t.retry_count))
+                      THEN least(c.now + coalesce(make_interval(secs => $7::float8),
+                                                  werk_retry_delay(t.retry_count)),
+                                 $11::timestamptz)
                       ELSE j.run_at END,
         finished_at = CASE WHEN t.outcome = 'dead' THEN c.now END,
         lease = NULL,

@@ -8,6 +8,7 @@
 -- active jobs by worker: every claim would pay for one) are looked for only while some worker
 -- was marked gone in the last $3 seconds. That window retries the leases an earlier pass skipped
 -- (locked, or past $4); any left after it wait out their reservation like any other lease.
+-- The retry time is capped at $6, the latest time Werk can read back.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -65,7 +66,8 @@ discarded AS (
 failed AS (
     UPDATE werk_jobs j
     SET state = CASE WHEN t.outcome = 'dead' THEN 'dead' ELSE 'scheduled' END::werk_job_state,
-        run_at = CASE WHEN t.outcome = 'retry' THEN c.now + werk_retry_delay(t.retry_count)
+        run_at = CASE WHEN t.outcome = 'retry'
+                      THEN least(c.now + werk_retry_delay(t.retry_count), $6::timestamptz)
                       ELSE j.run_at END,
         finished_at = CASE WHEN t.outcome = 'dead' THEN c.now END,
         lease = NULL,
