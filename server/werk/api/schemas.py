@@ -95,8 +95,8 @@ Jid = Annotated[
         pattern=rules.JID_PATTERN,
     ),
 ]
-# The jid of a stored job in a body: any the server may hold, so a job stored before the jid
-# pattern applied can still be settled in a batch.
+# The jid of a stored job in a body: any the database may hold (its CHECK bounds the length
+# only), so a batch ack can settle every stored job, whatever its jid.
 StoredJid = Annotated[
     str,
     StringConstraints(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH),
