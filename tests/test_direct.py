@@ -92,7 +92,7 @@ async def test_errors_raised_by_the_service_keep_their_problem(
     api: InProcess, fastapi_calls: list[str]
 ) -> None:
     r = await api.http.post("/v1/jobs/nope/ack", json={"lease": "not-a-lease"})
-    assert (r.status_code, r.json()["code"]) == (404, "job_not_found")
+    assert (r.status_code, r.json()["code"]) == (409, "lease_lost")
     assert fastapi_calls == []
 
 

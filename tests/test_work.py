@@ -121,9 +121,9 @@ async def test_ack_completes_and_deletes(api):
     assert (await api.http.get(f"/v1/jobs/{job['jid']}")).status_code == 404
     info = (await api.http.get("/v1/info")).json()
     assert info["totals"]["processed"] == 1 and info["totals"]["failed"] == 0
-    # A second ack finds nothing.
+    # A second ack: the lease is no longer current (tests/test_input_rules.py has the rest).
     r = await api.http.post(f"/v1/jobs/{job['jid']}/ack", json={"lease": job["lease"]})
-    assert r.status_code == 404 and r.json()["code"] == "job_not_found"
+    assert r.status_code == 409 and r.json()["code"] == "lease_lost"
 
 
 @pytest.mark.parametrize("lease", ["00000000-0000-0000-0000-000000000000", "not-a-uuid"])

@@ -1753,15 +1753,6 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description job_not_found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Problem"];
-                };
-            };
             /** @description lease_lost */
             409: {
                 headers: {
@@ -1855,15 +1846,6 @@ export interface operations {
                     "application/json": components["schemas"]["Extended"];
                 };
             };
-            /** @description job_not_found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Problem"];
-                };
-            };
             /** @description lease_lost */
             409: {
                 headers: {
@@ -1906,15 +1888,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FailResult"];
-                };
-            };
-            /** @description job_not_found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Problem"];
                 };
             };
             /** @description lease_lost */

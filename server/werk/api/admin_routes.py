@@ -18,9 +18,9 @@ from werk.services.container import Services
 
 router = APIRouter(prefix="/v1", tags=["admin"], responses=schemas.INVALID_REQUEST)
 
-JidPath = Annotated[str, Path(min_length=1, max_length=200)]
+JidPath = schemas.JidInPath
 QueuePath = Annotated[str, Path(min_length=1, max_length=100)]
-WidPath = Annotated[str, Path(min_length=1, max_length=100)]
+WidPath = Annotated[str, Path(min_length=1, max_length=100, pattern=schemas.NO_NUL)]
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": schemas.Problem, "description": "job_not_found"}
 }
@@ -58,13 +58,14 @@ async def list_jobs(
     services: ServicesDep,
     state: s.StateFilter | None = None,
     queue: Annotated[str | None, Query(max_length=100)] = None,
-    jobtype: Annotated[str | None, Query(max_length=200)] = None,
+    jobtype: Annotated[str | None, Query(max_length=200, pattern=schemas.NO_NUL)] = None,
     q: Annotated[
-        str | None, Query(max_length=200, description="Text in errtype or message.")
+        str | None,
+        Query(max_length=200, pattern=schemas.NO_NUL, description="Text in errtype or message."),
     ] = None,
     failed: bool | None = None,
     order: s.Order = "newest",
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: Annotated[str | None, Query(max_length=500, pattern=r"^[A-Za-z0-9_-]*$")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> Response:
     """Jobs matching the filters, a page at a time (keyset pagination: pages cost the same

@@ -243,7 +243,7 @@ def authorize(
         if not any(principal.allows(s) for s in needed):
             raise Forbidden(
                 f"token {principal.name!r} has scopes {sorted(principal.scopes)}; this request "
-                f"needs {' or '.join(needed)} (or admin)"
+                f"needs {' or '.join(dict.fromkeys([*needed, 'admin']))}"
             )
         request.state.principal = principal
 

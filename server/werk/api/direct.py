@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from werk.api.auth import Authenticator
 from werk.api.limits import replaying
 from werk.config import Scope as AuthScope
+from werk.domain import job as rules
 from werk.services.metrics import RequestDurations
 
 Endpoint = Callable[..., Awaitable[Response]]
@@ -38,8 +39,8 @@ Endpoint = Callable[..., Awaitable[Response]]
 # What an endpoint served here may take (see DirectRoute).
 _ARGUMENTS = frozenset({"body", "services", "settings", "jid", "prefer", "request"})
 
-# The JidInPath rule, for one path segment.
-_JID_SEGMENT = re.compile(r"[^/\x00]{1,200}")
+# The JidInPath rule (schemas), for one path segment.
+_JID_SEGMENT = re.compile(rules.JID_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ class DirectRoutes:
         for m, head, tail, plan in self._by_jid:
             if m == method and path.startswith(head) and path.endswith(tail):
                 jid = path[len(head) : len(path) - len(tail)]
-                if _JID_SEGMENT.fullmatch(jid):
+                if len(jid) <= rules.JID_MAX_LENGTH and _JID_SEGMENT.fullmatch(jid):
                     return plan, jid
                 return None
         return None

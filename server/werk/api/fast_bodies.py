@@ -22,13 +22,25 @@ from werk.api.schemas import check_json
 from werk.domain import job as rules
 from werk.services.jobs import JobSpec
 
-_Jid = Annotated[
+
+def _anchored(pattern: str) -> str:
+    """msgspec searches with Python's re, whose "$" also matches before a final newline; the
+    model's (Rust) "$" does not."""
+    return pattern.removesuffix("$") + r"\Z"
+
+
+_StoredJid = Annotated[
     str, msgspec.Meta(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH)
 ]
+_Jid = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=rules.JID_MIN_LENGTH,
+        max_length=rules.JID_MAX_LENGTH,
+        pattern=_anchored(rules.JID_PATTERN),
+    ),
+]
 _Lease = Annotated[str, msgspec.Meta(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
-# msgspec searches with Python's re, whose "$" also matches before a final newline; the model's
-# (Rust) "$" does not.
-_QUEUE_PATTERN = rules.QUEUE_PATTERN.removesuffix("$") + r"\Z"
 
 
 def _no_nul(texts: list[str]) -> bool:
@@ -38,7 +50,7 @@ def _no_nul(texts: list[str]) -> bool:
 
 
 class _Ack(msgspec.Struct, forbid_unknown_fields=True):
-    jid: _Jid
+    jid: _StoredJid
     lease: _Lease
 
 
@@ -58,7 +70,7 @@ class _Job(msgspec.Struct, forbid_unknown_fields=True):
     jobtype: Annotated[str, msgspec.Meta(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH)]
     jid: _Jid | None = None
     args: list[Any] = msgspec.field(default_factory=list)
-    queue: Annotated[str, msgspec.Meta(pattern=_QUEUE_PATTERN)] = "default"
+    queue: Annotated[str, msgspec.Meta(pattern=_anchored(rules.QUEUE_PATTERN))] = "default"
     priority: Annotated[int, msgspec.Meta(ge=rules.PRIORITY_MIN, le=rules.PRIORITY_MAX)] = 0
     reserve_for: Annotated[
         int, msgspec.Meta(ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX)
@@ -96,10 +108,14 @@ _decode_acks = msgspec.json.Decoder(AckBatch).decode
 _decode_jobs = msgspec.json.Decoder(JobBatchPush).decode
 
 
+# msgspec decodes nested JSON by recursion: a body nested thousands deep raises RecursionError.
+_REFUSED = (msgspec.DecodeError, RecursionError)  # (a ValidationError is a DecodeError)
+
+
 def ack_batch(body: bytes) -> AckBatch | None:
     try:
         batch = _decode_acks(body)
-    except msgspec.DecodeError:  # (a ValidationError is one)
+    except _REFUSED:
         return None
     return batch if _no_nul([a.jid for a in batch.acks]) else None
 
@@ -107,10 +123,10 @@ def ack_batch(body: bytes) -> AckBatch | None:
 def job_batch_push(body: bytes) -> JobBatchPush | None:
     try:
         batch = _decode_jobs(body)
-    except msgspec.DecodeError:
+    except _REFUSED:
         return None
     jobs = batch.jobs
-    if not _no_nul([j.jobtype for j in jobs] + [j.jid for j in jobs if j.jid is not None]):
+    if not _no_nul([j.jobtype for j in jobs]):
         return None
     try:
         for j in jobs:

@@ -59,6 +59,29 @@ def problem(
     )
 
 
+# What FastAPI's JSON parser raises, besides a syntax error, for a body it cannot read: nesting
+# deeper than the interpreter's recursion allows, bytes that are not UTF-8 (UnicodeDecodeError),
+# an integer of more digits than Python converts. FastAPI answers each as a bare 400 raised
+# from it.
+_UNREADABLE_JSON = (RecursionError, ValueError)
+
+
+def _sent_json(request: Request) -> bool:
+    """Whether the body was read as JSON (FastAPI reads application/json and any +json)."""
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return kind.startswith("application/") and kind.endswith(("/json", "+json"))
+
+
+def invalid_json(errors: list[dict[str, Any]]) -> Response:
+    return problem(
+        400,
+        "invalid_json",
+        "The body is not valid JSON",
+        "send a JSON document with Content-Type: application/json",
+        errors=errors,
+    )
+
+
 def werk_problem(exc: WerkError) -> Response:
     headers = {"Retry-After": "1"} if isinstance(exc, DatabaseUnavailable) else None
     return problem(exc.status, exc.code, exc.title, exc.detail, errors=exc.errors, headers=headers)
@@ -84,18 +107,20 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
             for e in exc.errors()
         ]
         if any(e.get("type") == "json_invalid" for e in exc.errors()):
-            return problem(
-                400,
-                "invalid_json",
-                "The body is not valid JSON",
-                "send a JSON document with Content-Type: application/json",
-                errors=errors,
-            )
+            return invalid_json(errors)
         detail = "; ".join(f"{e['loc']}: {e['message']}" for e in errors)
         return problem(422, "invalid_request", "The request is invalid", detail, errors=errors)
 
-    async def on_http(_request: Request, exc: Exception) -> Response:
+    async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        if (
+            exc.status_code == 400
+            and isinstance(exc.__cause__, _UNREADABLE_JSON)
+            and _sent_json(request)
+        ):
+            cause = exc.__cause__
+            reason = "nested too deeply" if isinstance(cause, RecursionError) else str(cause)
+            return invalid_json([{"loc": "body", "message": reason}])
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         return problem(
             exc.status_code,

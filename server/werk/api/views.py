@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from werk.domain.job import retries_remaining
 from werk.services.jobs import PushResult
 
 
@@ -29,7 +30,7 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
     if r["failed_at"] is not None:
         failure = {
             "retry_count": r["retry_count"],
-            "remaining": max(r["retry"] - r["retry_count"], 0),
+            "remaining": retries_remaining(r["state"], r["retry"], r["retry_count"]),
             "failed_at": r["failed_at"],
             "next_at": r["run_at"] if r["state"] == "scheduled" else None,
             "errtype": r["errtype"],

@@ -18,8 +18,8 @@ from werk.errors import InvalidRequest
 
 router = APIRouter(prefix="/v1", tags=["work"], responses=schemas.INVALID_REQUEST)
 
+# Also when the job is no longer stored (an ack repeated after its answer was lost).
 _LEASE_LOST: dict[int | str, dict[str, Any]] = {
-    404: {"model": schemas.Problem, "description": "job_not_found"},
     409: {"model": schemas.Problem, "description": "lease_lost"},
 }
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 QUEUE_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
+# A jid is a URL path segment as it stands: characters no client or proxy encodes or rewrites,
+# never "." or "..", so every jid the server accepts can be named in /v1/jobs/{jid}/....
+JID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._~:@+=-]*$"
 JID_MIN_LENGTH = 8
 JID_MAX_LENGTH = 100
 JOBTYPE_MAX_LENGTH = 200
@@ -30,6 +33,12 @@ class JobState(StrEnum):
     COMPLETED = "completed"
     DEAD = "dead"
     CANCELLED = "cancelled"
+
+
+def retries_remaining(state: str, retry: int, retry_count: int) -> int:
+    """The automatic retries a job has left: none once it is dead, whatever its policy said
+    (a failure with ``retry: false`` kills a job that had retries to spare)."""
+    return 0 if state == JobState.DEAD else max(retry - retry_count, 0)
 
 
 class FailOutcome(StrEnum):

@@ -373,6 +373,7 @@ class Commands:
             raise InvalidJob("filter.jids must be an array of strings")
         if pattern is not None and not isinstance(pattern, str):
             raise InvalidJob("filter.regexp must be a string")
+        _storable([jobtype or "", pattern or "", *(jids or [])], "MUTATE filter")
         await self._ops.mutate(
             cmd.lower(),
             target.lower(),
@@ -421,7 +422,20 @@ def _jid(body: Any, verb: str) -> str:
     if not isinstance(body, dict) or not isinstance(body.get("jid"), str) or not body["jid"]:
         raise InvalidRequest(f"{verb} needs a JSON object with a jid")
     jid: str = body["jid"]
+    _storable([jid], f"{verb} jid")
     return jid
+
+
+def _storable(texts: list[str], what: str) -> None:
+    """Names that select stored rows must be text PostgreSQL can hold (no NUL, no lone
+    surrogate): no stored row has any other, and the database refuses to compare them."""
+    for text in texts:
+        if "\x00" in text:
+            raise InvalidRequest(f"{what} must not contain NUL characters")
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise InvalidRequest(f"{what} must not contain lone surrogates") from None
 
 
 def _text(value: Any, limit: int) -> str:

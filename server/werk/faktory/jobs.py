@@ -24,6 +24,7 @@ MESSAGE_MAX = 1000
 BACKTRACE_MAX = 50
 
 _QUEUE = re.compile(rules.QUEUE_PATTERN)
+_JID = re.compile(rules.JID_PATTERN)
 
 
 class InvalidJob(ValueError):
@@ -39,6 +40,10 @@ def job_spec(raw: Any) -> JobSpec:
         raise InvalidJob(f"jobs must have a jid of at least {rules.JID_MIN_LENGTH} characters")
     if len(jid) > rules.JID_MAX_LENGTH:
         raise InvalidJob(f"jid is longer than {rules.JID_MAX_LENGTH} characters")
+    if not _JID.fullmatch(jid):
+        raise InvalidJob(
+            f"invalid jid {jid!r}: use A-Z a-z 0-9, after the first also . _ ~ : @ + = -"
+        )
     jobtype = raw.get("jobtype")
     if not isinstance(jobtype, str) or not jobtype:
         raise InvalidJob("jobs must have a jobtype")
@@ -195,7 +200,7 @@ def faktory_job(row: Mapping[str, Any]) -> dict[str, Any]:
     if row["failed_at"] is not None:
         job["failure"] = {
             "retry_count": row["retry_count"],
-            "remaining": max(row["retry"] - row["retry_count"], 0),
+            "remaining": rules.retries_remaining(row["state"], row["retry"], row["retry_count"]),
             "failed_at": row["failed_at"],
             "next_at": row["run_at"] if row["state"] == "scheduled" else None,
             "message": row["message"],

@@ -93,7 +93,9 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created_at, jid = orjson.loads(raw)
-        return check_time(datetime.fromisoformat(created_at)), str(jid)
+        if not isinstance(jid, str) or "\x00" in jid:  # no stored jid holds NUL
+            raise ValueError("not a jid")
+        return check_time(datetime.fromisoformat(created_at)), jid
     except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError) as exc:
         raise InvalidRequest(
             "invalid cursor: pass next_cursor from the previous page unchanged",

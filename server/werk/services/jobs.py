@@ -476,12 +476,18 @@ class JobService:
         return dict(row)
 
     async def _raise_not_current(self, jid: str) -> None:
+        """A lease that is not current is lease_lost whether or not the job is still stored: an
+        ack repeated after its answer was lost must read the same with and without completed-job
+        retention, and as in a batch ack, where such jids are listed under ``lease_lost``."""
         if await queries.job_exists(self._pool, jid):
             raise LeaseLost(
                 f"the lease presented for job {jid!r} is not its current lease (it expired, was "
                 "released, or the job was settled already); nothing was changed"
             )
-        raise JobNotFound(f"no job with jid {jid!r}")
+        raise LeaseLost(
+            f"no job with jid {jid!r} is stored (completed jobs are deleted at ack, so this "
+            "lease may have been settled already); nothing was changed"
+        )
 
     # -- settling by worker (Faktory's wire protocol: ACK/FAIL carry a jid, no lease) ----------
 

@@ -32,7 +32,7 @@ acked = work_ack.sync_detailed(first.jid, client=client, body=Lease(lease=first.
 assert acked.status_code == 204, acked
 
 stale = work_ack.sync(first.jid, client=client, body=Lease(lease=first.lease))
-assert isinstance(stale, Problem) and stale.code == "job_not_found", stale
+assert isinstance(stale, Problem) and stale.code == "lease_lost" and stale.status == 409, stale
 lost = work_ack.sync(other.jid, client=client, body=Lease(lease="not-the-lease"))
 assert isinstance(lost, Problem) and lost.code == "lease_lost" and lost.status == 409, lost
 
