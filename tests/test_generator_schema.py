@@ -12,7 +12,9 @@ import pytest
 
 from tests.admin.test_auth import CONFIG, bearer
 from tests.conftest import InProcess
-from werk.api import schemas
+from werk.api import admin_schemas, schemas
+from werk.app import create_app
+from werk.config import Settings
 
 NULL_JOB = {
     "jid": None, "args": None, "queue": None, "priority": None, "reserve_for": None, "at": None,
@@ -163,9 +165,6 @@ def test_each_job_operation_has_one_success_status_and_shape(
 
 @pytest.fixture
 def api_document() -> dict[str, Any]:
-    from werk.app import create_app
-    from werk.config import Settings
-
     document: dict[str, Any] = create_app(Settings(database_url="postgresql://unused/x")).openapi()
     return document
 
@@ -253,3 +252,14 @@ async def test_the_dashboard_never_shows_a_lease(api: InProcess) -> None:
     (job,) = r.json()["jobs"]
     page = (await api.http.get("/jobs/dash-lease")).text
     assert "dash-lease" in page and job["lease"] not in page
+
+
+def test_every_body_with_optional_fields_takes_null() -> None:
+    """A StrictBody does not drop nulls: it must have required fields only."""
+    bodies = [schemas.StrictBody]
+    for cls in bodies:
+        bodies.extend(cls.__subclasses__())
+    assert {schemas.Fetch, schemas.Lease, admin_schemas.BulkAction} <= set(bodies)
+    for cls in bodies:
+        optional = [n for n, f in cls.model_fields.items() if not f.is_required()]
+        assert not optional or issubclass(cls, schemas.RequestBody), (cls, optional)

@@ -108,7 +108,7 @@ JidInPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00]
 
 def without_nulls(data: Any, optional: Iterable[str]) -> Any:
     """``data`` (a request body) without the ``optional`` keys whose value is null."""
-    if type(data) is dict and any(v is None for v in data.values()):
+    if type(data) is dict and None in data.values():  # (parsed JSON: no value equals None)
         keep = set(data) - set(optional)
         return {k: v for k, v in data.items() if v is not None or k in keep}
     return data
@@ -132,10 +132,16 @@ def _declare_nulls(schema: dict[str, Any], *_: Any) -> None:
 _STRICT = ConfigDict(strict=True, extra="forbid", json_schema_extra=_declare_nulls)
 
 
-class RequestBody(BaseModel):
-    """A request body: strict, no unknown keys, null on an optional field means not given."""
+class StrictBody(BaseModel):
+    """A request body of required fields only: strict, no unknown keys."""
 
     model_config = _STRICT
+
+
+class RequestBody(StrictBody):
+    """A request body with optional fields: null on one means not given. (Its validator reads
+    the body as Python objects, not straight from JSON: a body of required fields only, such as
+    a batch, is a StrictBody and does not pay for that.)"""
 
     @model_validator(mode="before")
     @classmethod
@@ -232,7 +238,7 @@ _MAX_BATCH = (
 )
 
 
-class JobBatchPush(RequestBody):
+class JobBatchPush(StrictBody):
     # The limit is the server's setting, checked by the route (so its answer names it); the
     # schema states the default.
     jobs: list[JobPushBody] = Field(
@@ -327,7 +333,7 @@ class Fetched(BaseModel):
     jobs: list[FetchedJob]
 
 
-class Lease(RequestBody):
+class Lease(StrictBody):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
@@ -339,7 +345,7 @@ class AckItem(TypedDict):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
-class AckBatch(RequestBody):
+class AckBatch(StrictBody):
     acks: list[AckItem] = Field(
         min_length=1, json_schema_extra={"maxItems": DEFAULT_MAX_BATCH}, description=_MAX_BATCH
     )
