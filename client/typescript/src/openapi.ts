@@ -870,7 +870,7 @@ export interface components {
             jobtype: string;
             /**
              * Lease
-             * @description Present with ack, fail and extend of this attempt.
+             * @description Sent with ack, fail and extend of this attempt.
              */
             lease: string;
             /** Lease Expires At */
@@ -1104,7 +1104,10 @@ export interface components {
             /** Message */
             message: string;
         };
-        /** PushedJob */
+        /**
+         * PushedJob
+         * @description The answer to a push: the job as stored.
+         */
         PushedJob: {
             /** Args */
             args: unknown[];

@@ -284,10 +284,12 @@ class FetchedJob(Job):
     """A job as its fetch hands it over: only here is the lease given, to the worker that holds
     it (it is the holder's secret; no read of the job shows it)."""
 
-    lease: str = Field(description="Present with ack, fail and extend of this attempt.")
+    lease: str = Field(description="Sent with ack, fail and extend of this attempt.")
 
 
 class PushedJob(Job):
+    """The answer to a push: the job as stored."""
+
     created: bool = Field(
         description="false: the jid existed already; nothing new was stored and this is the "
         "stored job."
