@@ -22,7 +22,8 @@ async def test_concurrent_single_pushes_are_stored_and_answered_individually(api
 async def test_same_jid_pushed_concurrently_is_stored_once(api, database_url):
     bodies = [{"jobtype": "g", "jid": "same-jid-00", "args": [i]} for i in range(20)]
     responses = await asyncio.gather(*(api.http.post("/v1/jobs", json=b) for b in bodies))
-    assert sorted(r.status_code for r in responses) == [200] * 19 + [201]
+    assert [r.status_code for r in responses] == [201] * 20
+    assert sorted(r.json()["created"] for r in responses) == [False] * 19 + [True]
     stored = {tuple(r.json()["args"]) for r in responses}
     assert len(stored) == 1  # everyone sees the one stored job
     assert await count_jobs(database_url) == 1

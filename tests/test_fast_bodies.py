@@ -350,3 +350,14 @@ async def test_the_server_reads_plain_batches_without_the_models(
     )
     assert r.status_code == 201 and r.json()["jobs"][0]["state"] == "scheduled"
     assert schemas.JobBatchPush in validated
+
+
+@pytest.mark.parametrize("key", sorted(set(_JOB_KEYS) - {"jobtype"}))
+def test_null_means_not_given_and_goes_to_the_model(key: str) -> None:
+    """Null on an optional key (a generated client's "not given") is read as its absence; the
+    fast decoder takes it only for ``jid`` (its own default is None), else the model reads it."""
+    body = orjson.dumps({"jobs": [{**_BASE_JOB, key: None}]})
+    without = {k: v for k, v in _BASE_JOB.items() if k != key}
+    assert _jobs_by_model(body) == _jobs_by_model(orjson.dumps({"jobs": [without]}))
+    assert (_jobs_by_fast(body) is not None) == (key == "jid")
+    _agree("jobs", {"jobs": [{**_BASE_JOB, key: None}]})

@@ -29,8 +29,9 @@ async def test_waiting_fetch_receives_the_pushed_job_reserved(api, database_url)
     assert job["jid"] == "handed-0001"
     assert (job["state"], job["attempt"], job["wid"]) == ("active", 1, "w1")
     assert job["lease"] and job["lease_expires_at"]
-    # The producer sees what was stored: the job is already running.
-    assert pushed["state"] == "active" and pushed["lease"] == job["lease"]
+    # The producer sees what was stored: the job is already running (under a lease it is not
+    # shown: that is the worker's).
+    assert pushed["state"] == "active" and pushed["wid"] == "w1" and "lease" not in pushed
     (row,) = await sql(database_url, "SELECT state, wid, lease::text FROM werk_jobs")
     assert (row["state"], row["wid"], row["lease"]) == ("active", "w1", job["lease"])
     r = await api.http.post("/v1/jobs/handed-0001/ack", json={"lease": job["lease"]})
@@ -67,7 +68,7 @@ async def test_scheduled_and_existing_jobs_are_not_handed_off(api, database_url)
         "/v1/jobs", json={"jobtype": "x", "queue": "other-2", "at": "2999-01-01T00:00:00Z"}
     )
     r = await api.http.post("/v1/jobs", json={"jobtype": "y", "jid": "exists-0001"})
-    assert r.status_code == 200
+    assert r.status_code == 201 and r.json()["created"] is False
     assert (await fetch).json() == {"jobs": []}
     rows = await sql(database_url, "SELECT state FROM werk_jobs")
     assert sorted(r["state"] for r in rows) == ["available", "scheduled"]

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Job is a job as the server returns it. Lease and LeaseExpiresAt are set while it is active
-// (after Fetch); nullable fields are pointers.
+// Job is a job as the server returns it. Lease is set on fetched jobs only (no read of a job
+// shows it); Created on the answer to Push (false: the jid existed, nothing new was stored).
+// Nullable fields are pointers.
 type Job struct {
 	JID            string          `json:"jid"`
 	JobType        string          `json:"jobtype"`
@@ -27,6 +28,7 @@ type Job struct {
 	Lease          *string         `json:"lease"`
 	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
 	WID            *string         `json:"wid"`
+	Created        *bool           `json:"created,omitempty"`
 }
 
 // LeaseToken is the job's current lease ("" when it is not active).

@@ -17,6 +17,7 @@ GO_DIR = ROOT / "client" / "go"
 
 NODE_INSTALL = "apt-get install -y nodejs npm (Node.js >= 20)"
 GO_INSTALL = "apt-get update && apt-get install -y golang-go"
+JAVA_INSTALL = "apt-get update && apt-get install -y default-jre-headless (Java >= 11)"
 
 
 def skip_loudly(message: str) -> None:
@@ -51,6 +52,17 @@ def node_ready() -> str:
         run([npm, "ci", "--no-audit", "--no-fund"], TS_DIR, timeout=300)
     run([node, "node_modules/typescript/bin/tsc", "-p", "."], TS_DIR, timeout=180)
     return node
+
+
+def java_ready() -> str:
+    """Java for OpenAPI Generator (its PyPI package runs the bundled jar with ``java``)."""
+    java = shutil.which("java")
+    if java is None:
+        skip_loudly(
+            f"OpenAPI Generator client test SKIPPED: java not found; install: {JAVA_INSTALL}"
+        )
+    assert java is not None
+    return java
 
 
 def go_env() -> dict[str, str]:

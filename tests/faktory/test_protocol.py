@@ -398,6 +398,28 @@ async def test_producer_connection_fetches_under_its_own_wid(fwp):
     await b.close()
 
 
+async def test_null_means_not_given(fwp):
+    """As over HTTP: a client that sends an optional field it was not given as null gets the
+    default."""
+    conn = await Fwp.connect(fwp.port, wid="null-w")
+    optional = ("queue", "priority", "reserve_for", "retry", "backtrace", "custom", "at")
+    pushed = {"jid": "nulls001", "jobtype": "t", "args": [], **dict.fromkeys(optional)}
+    assert str(await conn.cmd("PUSH", pushed)) == "+OK"
+    j = (await fwp.http.get("/v1/jobs/nulls001")).json()
+    assert (j["queue"], j["priority"], j["reserve_for"], j["retry"]) == ("default", 0, 1800, 25)
+    assert (j["backtrace"], j["custom"], j["at"], j["state"]) == (0, {}, None, "available")
+    assert (await conn.call("FETCH default")).json["jid"] == "nulls001"
+    report = {"jid": "nulls001", "errtype": None, "message": None, "backtrace": None}
+    assert str(await conn.cmd("FAIL", report)) == "+OK"
+    failure = (await fwp.http.get("/v1/jobs/nulls001")).json()["failure"]
+    assert (failure["errtype"], failure["message"], failure["backtrace"]) == ("unknown", "", [])
+    beat = {"wid": "null-w", "current_state": None, "rss_kb": None}
+    assert str(await conn.cmd("BEAT", beat)) == "+OK"
+    reply = await conn.cmd("PUSH", {"jid": "nulls002", "jobtype": "t", "args": None})
+    assert reply.kind == "-" and "args" in reply.text  # required by Faktory: null is not given
+    await conn.close()
+
+
 async def test_fail_records_the_failure_and_retries(fwp):
     conn = await Fwp.connect(fwp.port, wid="fail-w")
     await conn.cmd("PUSH", job("failjob1", retry=3))

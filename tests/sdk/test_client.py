@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -31,8 +32,9 @@ def test_push_get_and_same_jid_twice(werk_server):
         assert job.custom == {"k": 1} and job.created_at is not None
         again = client.push("email", ["other"], jid=job.jid)
         assert again.jid == job.jid and again.args == ["ada@example.com", 3]
+        assert (job.created, again.created) == (True, False)
         stored = client.get(job.jid)
-        assert stored == job
+        assert stored == dataclasses.replace(job, created=None)
 
 
 def test_scheduled_push_and_push_many(werk_server):

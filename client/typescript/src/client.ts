@@ -10,9 +10,11 @@ import type {
   FailReport,
   FailResult,
   FetchRequest,
+  FetchedJob,
   Info,
   Job,
   JobPush,
+  PushedJob,
   PushJidsResult,
   PushManyResult,
   WorkerState,
@@ -96,15 +98,17 @@ export class Client {
   // -- producer side -------------------------------------------------------------------------
 
   /** Enqueue one job; resolves with it as stored. Pushing an existing jid again stores nothing. */
-  async push(job: JobPush): Promise<Job> {
-    return (await this.send({ method: "POST", path: "/v1/jobs", body: withJid(job) })) as Job;
+  async push(job: JobPush): Promise<PushedJob> {
+    return (await this.send({ method: "POST", path: "/v1/jobs", body: withJid(job) })) as PushedJob;
   }
 
   /** Enqueue many jobs, 1,000 per request; each request is all-or-nothing. */
   async pushMany(jobs: JobPush[]): Promise<PushManyResult> {
-    const merged: PushManyResult = { jobs: [], created: 0 };
+    const merged: PushManyResult = { jids: [], created: 0, existed: [], jobs: [] };
     for (const chunk of jobBatches(jobs)) {
       const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk } })) as PushManyResult;
+      merged.jids.push(...result.jids);
+      merged.existed.push(...result.existed);
       merged.jobs.push(...result.jobs);
       merged.created += result.created;
     }
@@ -137,11 +141,11 @@ export class Client {
   // -- worker side ---------------------------------------------------------------------------
 
   /** Lease up to `count` jobs from `queues` (in order), long-polling up to `wait` seconds. */
-  async fetch(request: FetchRequest, signal?: AbortSignal): Promise<Job[]> {
+  async fetch(request: FetchRequest, signal?: AbortSignal): Promise<FetchedJob[]> {
     const body = { count: 1, wait: 0, ...request };
     const result = (await this.send({
       method: "POST", path: "/v1/fetch", body, extraMs: (body.wait ?? 0) * 1000, signal,
-    })) as { jobs: Job[] };
+    })) as { jobs: FetchedJob[] };
     return result.jobs;
   }
 

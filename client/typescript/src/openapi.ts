@@ -181,7 +181,8 @@ export interface paths {
         put?: never;
         /**
          * Push
-         * @description Push one job. 201 when stored; 200 with the stored job when its jid already existed.
+         * @description Push one job; answered with the job as stored. Pushing a jid that exists stores nothing
+         *     new and is answered like the first push (201), with `created: false`.
          */
         post: operations["jobs-push"];
         delete?: never;
@@ -202,7 +203,8 @@ export interface paths {
         /**
          * Push Batch
          * @description Push many jobs in one transaction: all are stored, or none (per-item errors reported).
-         *     Answers with the stored jobs, or with `Prefer: return=minimal` with their jids only.
+         *     Answers with the jids, how many were new and which existed, and the stored jobs (not with
+         *     `Prefer: return=minimal`).
          */
         post: operations["jobs-push-batch"];
         delete?: never;
@@ -641,7 +643,10 @@ export interface components {
     schemas: {
         /** AckBatch */
         AckBatch: {
-            /** Acks */
+            /**
+             * Acks
+             * @description At most `WERK_MAX_BATCH` items (1,000 unless configured); a larger batch is refused with a 422 that names the server's limit.
+             */
             acks: components["schemas"]["AckItem"][];
         };
         /** AckBatchResult */
@@ -666,9 +671,9 @@ export interface components {
              * Hostname
              * @default
              */
-            hostname?: string;
+            hostname?: string | null;
             /** Labels */
-            labels?: string[];
+            labels?: string[] | null;
             /** Pid */
             pid?: number | null;
             /** Rss Kb */
@@ -697,7 +702,7 @@ export interface components {
              * @description Change at most this many jobs.
              * @default 1000
              */
-            limit?: number;
+            limit?: number | null;
             /**
              * Q
              * @description Text contained in errtype or message.
@@ -732,7 +737,7 @@ export interface components {
             lease: string;
             /**
              * Progress
-             * @description A checkpoint the next attempt receives as `progress` if this one does not finish.
+             * @description A checkpoint the next attempt receives as `progress` if this one does not finish (null or absent: the last checkpoint stays).
              */
             progress?: unknown;
             /** Reserve For */
@@ -751,19 +756,19 @@ export interface components {
         /** FailReport */
         FailReport: {
             /** Backtrace */
-            backtrace?: string[];
+            backtrace?: string[] | null;
             /**
              * Errtype
              * @default unknown
              */
-            errtype?: string;
+            errtype?: string | null;
             /** Lease */
             lease: string;
             /**
              * Message
              * @default
              */
-            message?: string;
+            message?: string | null;
             /**
              * Retry
              * @description false: do not retry; the job is dead.
@@ -813,7 +818,7 @@ export interface components {
              * Count
              * @default 1
              */
-            count?: number;
+            count?: number | null;
             /**
              * Queues
              * @description Tried strictly in this order.
@@ -824,14 +829,68 @@ export interface components {
              * @description Seconds to long-poll for a job (server maximum applies, 30 by default).
              * @default 0
              */
-            wait?: number;
+            wait?: number | null;
             /** Wid */
             wid: string;
         };
         /** Fetched */
         Fetched: {
             /** Jobs */
-            jobs: components["schemas"]["Job"][];
+            jobs: components["schemas"]["FetchedJob"][];
+        };
+        /**
+         * FetchedJob
+         * @description A job as its fetch hands it over: only here is the lease given, to the worker that holds
+         *     it (it is the holder's secret; no read of the job shows it).
+         */
+        FetchedJob: {
+            /** Args */
+            args: unknown[];
+            /** At */
+            at: string | null;
+            /** Attempt */
+            attempt: number;
+            /** Backtrace */
+            backtrace: number;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Custom */
+            custom: {
+                [key: string]: unknown;
+            };
+            /** Enqueued At */
+            enqueued_at: string | null;
+            failure: components["schemas"]["Failure"] | null;
+            /** Jid */
+            jid: string;
+            /** Jobtype */
+            jobtype: string;
+            /**
+             * Lease
+             * @description Sent with ack, fail and extend of this attempt.
+             */
+            lease: string;
+            /** Lease Expires At */
+            lease_expires_at: string | null;
+            /** Priority */
+            priority: number;
+            /**
+             * Progress
+             * @description The last checkpoint recorded with extend (null: none).
+             */
+            progress: unknown;
+            /** Queue */
+            queue: string;
+            /** Reserve For */
+            reserve_for: number;
+            /** Retry */
+            retry: number;
+            state: components["schemas"]["JobState"];
+            /** Wid */
+            wid: string | null;
         };
         /** History */
         History: {
@@ -891,20 +950,15 @@ export interface components {
             jid: string;
             /** Jobtype */
             jobtype: string;
-            /**
-             * Lease
-             * @description The current lease token (active jobs only).
-             */
-            lease?: string | null;
             /** Lease Expires At */
             lease_expires_at: string | null;
             /** Priority */
             priority: number;
             /**
              * Progress
-             * @description The last checkpoint recorded with extend.
+             * @description The last checkpoint recorded with extend (null: none).
              */
-            progress?: unknown;
+            progress: unknown;
             /** Queue */
             queue: string;
             /** Reserve For */
@@ -915,12 +969,24 @@ export interface components {
             /** Wid */
             wid: string | null;
         };
+        /** JobBatchPush */
+        JobBatchPush: {
+            /**
+             * Jobs
+             * @description At most `WERK_MAX_BATCH` items (1,000 unless configured); a larger batch is refused with a 422 that names the server's limit.
+             */
+            jobs: components["schemas"]["JobPush"][];
+        };
         /**
-         * JobBatchJids
-         * @description The short answer to a batch push sent with `Prefer: return=minimal`.
+         * JobBatchPushed
+         * @description The answer to a batch push. `jobs` (the stored jobs, in the order pushed) is left out
+         *     when the request says `Prefer: return=minimal`.
          */
-        JobBatchJids: {
-            /** Created */
+        JobBatchPushed: {
+            /**
+             * Created
+             * @description How many jobs this push stored.
+             */
             created: number;
             /**
              * Existed
@@ -932,18 +998,11 @@ export interface components {
              * @description Every job's jid, in the order pushed (generated ones too).
              */
             jids: string[];
-        };
-        /** JobBatchPush */
-        JobBatchPush: {
-            /** Jobs */
-            jobs: components["schemas"]["JobPush"][];
-        };
-        /** JobBatchPushed */
-        JobBatchPushed: {
-            /** Created */
-            created: number;
-            /** Jobs */
-            jobs: components["schemas"]["Job"][];
+            /**
+             * Jobs
+             * @description Absent with `return=minimal`.
+             */
+            jobs?: components["schemas"]["Job"][];
         };
         /** JobPage */
         JobPage: {
@@ -961,7 +1020,7 @@ export interface components {
          */
         JobPush: {
             /** Args */
-            args?: unknown[];
+            args?: unknown[] | null;
             /**
              * At
              * @description Run no earlier than this (RFC 3339 with a time zone); it must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z (in UTC).
@@ -971,11 +1030,11 @@ export interface components {
              * Backtrace
              * @default 0
              */
-            backtrace?: number;
+            backtrace?: number | null;
             /** Custom */
             custom?: {
                 [key: string]: unknown;
-            };
+            } | null;
             /**
              * Jid
              * @description Unique id; generated when absent. Re-pushing an existing jid stores nothing new and returns the stored job.
@@ -988,24 +1047,24 @@ export interface components {
              * @description Higher runs first within a queue.
              * @default 0
              */
-            priority?: number;
+            priority?: number | null;
             /**
              * Queue
              * @default default
              */
-            queue?: string;
+            queue?: string | null;
             /**
              * Reserve For
              * @description Seconds a fetched job stays leased before it expires.
              * @default 1800
              */
-            reserve_for?: number;
+            reserve_for?: number | null;
             /**
              * Retry
              * @description Retries before dead; 0 discards on failure, -1 is dead on the first failure.
              * @default 25
              */
-            retry?: number;
+            retry?: number | null;
         };
         /**
          * JobState
@@ -1044,6 +1103,59 @@ export interface components {
             loc: string;
             /** Message */
             message: string;
+        };
+        /**
+         * PushedJob
+         * @description The answer to a push: the job as stored.
+         */
+        PushedJob: {
+            /** Args */
+            args: unknown[];
+            /** At */
+            at: string | null;
+            /** Attempt */
+            attempt: number;
+            /** Backtrace */
+            backtrace: number;
+            /**
+             * Created
+             * @description false: the jid existed already; nothing new was stored and this is the stored job.
+             */
+            created: boolean;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Custom */
+            custom: {
+                [key: string]: unknown;
+            };
+            /** Enqueued At */
+            enqueued_at: string | null;
+            failure: components["schemas"]["Failure"] | null;
+            /** Jid */
+            jid: string;
+            /** Jobtype */
+            jobtype: string;
+            /** Lease Expires At */
+            lease_expires_at: string | null;
+            /** Priority */
+            priority: number;
+            /**
+             * Progress
+             * @description The last checkpoint recorded with extend (null: none).
+             */
+            progress: unknown;
+            /** Queue */
+            queue: string;
+            /** Reserve For */
+            reserve_for: number;
+            /** Retry */
+            retry: number;
+            state: components["schemas"]["JobState"];
+            /** Wid */
+            wid: string | null;
         };
         /** QueueCleared */
         QueueCleared: {
@@ -1456,22 +1568,13 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The jid existed; nothing new stored */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Job"];
-                };
-            };
             /** @description Successful Response */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Job"];
+                    "application/json": components["schemas"]["PushedJob"];
                 };
             };
             /** @description invalid_request */
@@ -1489,8 +1592,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description `return=minimal` (RFC 7240): answer a batch with the jids only, not the stored jobs. The answer then says `Preference-Applied: return=minimal`. */
-                prefer?: string | null;
+                /** @description `return=minimal` (RFC 7240): answer a batch without `jobs` (the jids, `created` and `existed` only). The answer then says `Preference-Applied: return=minimal`. Other preferences are ignored. */
+                prefer?: "return=minimal" | "return=representation";
             };
             path?: never;
             cookie?: never;
@@ -1507,7 +1610,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JobBatchPushed"] | components["schemas"]["JobBatchJids"];
+                    "application/json": components["schemas"]["JobBatchPushed"];
                 };
             };
             /** @description invalid_request */

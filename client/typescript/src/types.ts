@@ -3,15 +3,20 @@ import type { components } from "./openapi.js";
 
 type Schemas = components["schemas"];
 
-/** A job as the server returns it (with `lease` and `lease_expires_at` while active). */
+/** A job as the server shows it (never with its lease: that is its holder's secret). */
 export type Job = Schemas["Job"];
+/** A job as a fetch hands it over, with the lease that acks, fails and extends this attempt. */
+export type FetchedJob = Schemas["FetchedJob"];
+/** The answer to a push: the job as stored; `created` is false when its jid existed already. */
+export type PushedJob = Schemas["PushedJob"];
 /** What a producer sends to enqueue a job: `jobtype` is required, everything else optional. */
 export type JobPush = Schemas["JobPush"];
 export type JobState = Schemas["JobState"];
 export type Failure = Schemas["Failure"];
-export type PushManyResult = Schemas["JobBatchPushed"];
+/** The answer to a batch push: the jids, how many were new, which existed, and the stored jobs. */
+export type PushManyResult = Required<Schemas["JobBatchPushed"]>;
 /** The short answer to a batch push: every jid in input order, how many were new, which existed. */
-export type PushJidsResult = Schemas["JobBatchJids"];
+export type PushJidsResult = Omit<Schemas["JobBatchPushed"], "jobs">;
 export type AckItem = Schemas["AckItem"];
 export type AckManyResult = Schemas["AckBatchResult"];
 export type FailResult = Schemas["FailResult"];

@@ -2,12 +2,12 @@ import { hostname as osHostname } from "node:os";
 
 import { Client, type ClientOptions, newJid } from "./client.js";
 import { JobNotFound, LeaseLost, WerkError } from "./errors.js";
-import type { Job, WorkerState } from "./types.js";
+import type { FetchedJob, WorkerState } from "./types.js";
 
 /** What a handler gets besides the job's args. */
 export interface JobContext {
   /** The job as fetched (jid, attempt, `progress` of an earlier attempt, ...). */
-  job: Job;
+  job: FetchedJob;
   /** Aborted when the lease is lost or the worker is terminating: stop work, the result is ignored. */
   signal: AbortSignal;
   /** Extend the lease now and record a checkpoint the next attempt receives as `job.progress`. */
@@ -39,13 +39,13 @@ export interface WorkerOptions extends ClientOptions {
   /** Stop gracefully on SIGTERM/SIGINT while running (default true). */
   handleSignals?: boolean;
   /** Where the worker reports what it cannot throw (default: console.error). */
-  onError?: (error: unknown, job?: Job) => void;
+  onError?: (error: unknown, job?: FetchedJob) => void;
   /** Use this client instead of building one from `url`/`token`. */
   client?: Client;
 }
 
 interface Running {
-  job: Job;
+  job: FetchedJob;
   controller: AbortController;
   lost: boolean;
   extendTimer?: NodeJS.Timeout;
@@ -73,7 +73,7 @@ export class Worker {
   private readonly extendAt: number;
   private readonly labels: string[];
   private readonly handleSignals: boolean;
-  private readonly onError: (error: unknown, job?: Job) => void;
+  private readonly onError: (error: unknown, job?: FetchedJob) => void;
   private readonly running = new Map<string, Running>();
   private stateValue: WorkerState = "running";
   private stopping = false;
@@ -174,7 +174,7 @@ export class Worker {
         continue;
       }
       const count = Math.min(this.fetchBatch, this.concurrency - this.running.size);
-      let jobs: Job[];
+      let jobs: FetchedJob[];
       try {
         jobs = await this.client.fetch(
           { queues: this.queues, wid: this.wid, count, wait: this.fetchWait },
@@ -217,7 +217,7 @@ export class Worker {
 
   // -- one job -------------------------------------------------------------------------------
 
-  private start(job: Job): void {
+  private start(job: FetchedJob): void {
     const entry: Running = { job, controller: new AbortController(), lost: false };
     this.running.set(job.jid, entry);
     this.scheduleExtend(entry);
@@ -255,7 +255,7 @@ export class Worker {
     clearTimeout(entry.extendTimer);
     if (outcome.ok) {
       try {
-        await this.client.ack(job.jid, job.lease ?? "");
+        await this.client.ack(job.jid, job.lease);
         this.processed++;
       } catch (error) {
         this.reportSettleError(error, entry);
@@ -271,7 +271,7 @@ export class Worker {
   ): Promise<void> {
     this.failed++;
     try {
-      await this.client.fail(entry.job.jid, entry.job.lease ?? "", report);
+      await this.client.fail(entry.job.jid, entry.job.lease, report);
     } catch (error) {
       this.reportSettleError(error, entry);
     }
@@ -305,7 +305,7 @@ export class Worker {
   private async extend(entry: Running, progress: unknown, withProgress: boolean): Promise<void> {
     if (entry.lost) throw new LeaseLost("the lease was lost", { code: "lease_lost", status: 409 });
     try {
-      await this.client.extend(entry.job.jid, entry.job.lease ?? "", {
+      await this.client.extend(entry.job.jid, entry.job.lease, {
         reserve_for: entry.job.reserve_for,
         ...(withProgress ? { progress } : {}),
       });

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
-from werk.api.schemas import Job, QueueName
+from werk.api.schemas import Job, QueueName, RequestBody
 from werk.domain import job as rules
 
 StateFilter = Literal[
@@ -27,10 +27,8 @@ class JobPage(BaseModel):
     )
 
 
-class BulkAction(BaseModel):
+class BulkAction(RequestBody):
     """Which jobs a bulk action covers (all filters optional) and how many at most."""
-
-    model_config = ConfigDict(strict=True, extra="forbid")
 
     state: StateFilter | None = Field(
         None, description="`retrying` = scheduled jobs that failed before."

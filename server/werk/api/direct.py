@@ -61,7 +61,7 @@ class DirectRoute:
     @property
     def body_type(self) -> Any:
         """The ``body`` annotation: a model, or a TypedDict (validated the same way)."""
-        return get_type_hints(self.endpoint)["body"]
+        return get_type_hints(self.endpoint, include_extras=True)["body"]
 
 
 @dataclass(frozen=True, slots=True)

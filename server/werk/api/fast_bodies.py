@@ -65,7 +65,8 @@ class AckBatch(msgspec.Struct, forbid_unknown_fields=True):
 
 class _Job(msgspec.Struct, forbid_unknown_fields=True):
     """``schemas.JobPush`` without ``at``: a job that names a time goes to the model, whose
-    RFC 3339 reading this need not copy."""
+    RFC 3339 reading this need not copy; so does one with null for an optional key other than
+    ``jid`` (null means not given: the model drops it)."""
 
     jobtype: Annotated[str, msgspec.Meta(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH)]
     jid: _Jid | None = None

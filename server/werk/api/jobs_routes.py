@@ -18,8 +18,9 @@ router = APIRouter(prefix="/v1", tags=["jobs"], responses=schemas.INVALID_REQUES
 
 
 _PREFER = (
-    "`return=minimal` (RFC 7240): answer a batch with the jids only, not the stored jobs. "
-    "The answer then says `Preference-Applied: return=minimal`."
+    "`return=minimal` (RFC 7240): answer a batch without `jobs` (the jids, `created` and "
+    "`existed` only). The answer then says `Preference-Applied: return=minimal`. Other "
+    "preferences are ignored."
 )
 
 
@@ -33,33 +34,31 @@ def wants_minimal(prefer: str) -> bool:
     return False
 
 
-@router.post(
-    "/jobs",
-    operation_id="jobs-push",
-    status_code=201,
-    response_model=schemas.Job,
-    responses={200: {"model": schemas.Job, "description": "The jid existed; nothing new stored"}},
-)
-async def push(body: schemas.JobPush, services: ServicesDep) -> Response:
-    """Push one job. 201 when stored; 200 with the stored job when its jid already existed."""
+@router.post("/jobs", operation_id="jobs-push", status_code=201, response_model=schemas.PushedJob)
+async def push(body: schemas.JobPushBody, services: ServicesDep) -> Response:
+    """Push one job; answered with the job as stored. Pushing a jid that exists stores nothing
+    new and is answered like the first push (201), with `created: false`."""
     result = await services.jobs.push_one(JobSpec(**body))
-    return JSON(pushed_view(result), status_code=201 if result.created else 200)
+    view = pushed_view(result)
+    view["created"] = result.created
+    return JSON(view, status_code=201)
 
 
 @router.post(
     "/jobs/batch",
     operation_id="jobs-push-batch",
     status_code=201,
-    response_model=schemas.JobBatchPushed | schemas.JobBatchJids,
+    response_model=schemas.JobBatchPushed,
 )
 async def push_batch(
     body: schemas.JobBatchPush,
     services: ServicesDep,
     settings: SettingsDep,
-    prefer: Annotated[str | None, Header(description=_PREFER)] = None,
+    prefer: Annotated[schemas.Prefer, Header(description=_PREFER)] = None,
 ) -> Response:
     """Push many jobs in one transaction: all are stored, or none (per-item errors reported).
-    Answers with the stored jobs, or with `Prefer: return=minimal` with their jids only."""
+    Answers with the jids, how many were new and which existed, and the stored jobs (not with
+    `Prefer: return=minimal`)."""
     if len(body.jobs) > settings.max_batch:
         raise InvalidRequest(
             f"a batch holds at most {settings.max_batch} jobs; this one has {len(body.jobs)}",
@@ -74,8 +73,14 @@ async def push_batch(
             headers={"Preference-Applied": "return=minimal"},
         )
     results = await services.jobs.push(specs)
+    jobs = [pushed_view(r) for r in results]
     return JSON(
-        {"jobs": [pushed_view(r) for r in results], "created": sum(r.created for r in results)},
+        {
+            "jids": [j["jid"] for j in jobs],
+            "created": sum(r.created for r in results),
+            "existed": [j["jid"] for j, r in zip(jobs, results, strict=True) if not r.created],
+            "jobs": jobs,
+        },
         status_code=201,
     )
 

@@ -12,13 +12,18 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
+    TypeAdapter,
+    WithJsonSchema,
+    model_validator,
     with_config,
 )
 from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
 
+from werk.config import Settings
 from werk.domain import job as rules
 from werk.domain.times import OUT_OF_RANGE, check_time
 from werk.services.jobs import JobSpec
@@ -113,11 +118,52 @@ JidInPath = Annotated[
 ]
 
 
-_STRICT = ConfigDict(strict=True, extra="forbid")
+# Many generated clients send an optional field they were not given as null: in every request
+# body, null on an optional field means "not given" (its default applies), and the schema
+# declares those fields nullable so that such clients may.
 
 
-class _Strict(BaseModel):
+def without_nulls(data: Any, optional: Iterable[str]) -> Any:
+    """``data`` (a request body) without the ``optional`` keys whose value is null."""
+    if type(data) is dict and None in data.values():  # (parsed JSON: no value equals None)
+        keep = set(data) - set(optional)
+        return {k: v for k, v in data.items() if v is not None or k in keep}
+    return data
+
+
+def _declare_nulls(schema: dict[str, Any], *_: Any) -> None:
+    """json_schema_extra of request bodies: each optional property also allows null."""
+    required = set(schema.get("required", ()))
+    properties: dict[str, dict[str, Any]] = schema.get("properties", {})
+    for name, prop in properties.items():
+        meta: dict[str, Any] = {
+            k: prop[k] for k in ("title", "description", "default") if k in prop
+        }
+        shape = {k: v for k, v in prop.items() if k not in meta}
+        alternatives = shape.get("anyOf", [shape])
+        if name in required or not shape or {"type": "null"} in alternatives:
+            continue  # required, any JSON value (null included), or nullable already
+        properties[name] = {"anyOf": [shape, {"type": "null"}], **meta}
+
+
+_STRICT = ConfigDict(strict=True, extra="forbid", json_schema_extra=_declare_nulls)
+
+
+class StrictBody(BaseModel):
+    """A request body of required fields only: strict, no unknown keys."""
+
     model_config = _STRICT
+
+
+class RequestBody(StrictBody):
+    """A request body with optional fields: null on one means not given. (Its validator reads
+    the body as Python objects, not straight from JSON: a body of required fields only, such as
+    a batch, is a StrictBody and does not pay for that.)"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_not_given(cls, data: Any) -> Any:
+        return without_nulls(data, (n for n, f in cls.model_fields.items() if not f.is_required()))
 
 
 def _absent_means(default: Any, **constraints: Any) -> Any:
@@ -134,7 +180,7 @@ class JobPush(TypedDict):
 
     jid: NotRequired[
         Annotated[
-            Jid | None,
+            Jid,
             _absent_means(
                 None,
                 description="Unique id; generated when absent. Re-pushing an "
@@ -170,7 +216,7 @@ class JobPush(TypedDict):
     # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
     at: NotRequired[
         Annotated[
-            Annotated[AwareDatetime, AfterValidator(check_time)] | None,
+            Annotated[AwareDatetime, AfterValidator(check_time)],
             _absent_means(
                 None,
                 strict=False,
@@ -195,8 +241,27 @@ class JobPush(TypedDict):
     custom: NotRequired[JsonObject]
 
 
-class JobBatchPush(_Strict):
-    jobs: list[JobPush] = Field(min_length=1, max_length=10_000)
+# (``__optional_keys__`` misses NotRequired in the postponed annotations of this module.)
+_JOB_OPTIONAL = frozenset(JobPush.__annotations__) - set(
+    TypeAdapter(JobPush).json_schema()["required"]
+)
+# The pushed job as routes take it: JobPush with its null optional keys dropped (RequestBody's
+# rule; a TypedDict has no validators of its own).
+JobPushBody = Annotated[JobPush, BeforeValidator(lambda data: without_nulls(data, _JOB_OPTIONAL))]
+
+DEFAULT_MAX_BATCH: int = Settings.model_fields["max_batch"].default
+_MAX_BATCH = (
+    f"At most `WERK_MAX_BATCH` items ({DEFAULT_MAX_BATCH:,} unless configured); a larger batch "
+    "is refused with a 422 that names the server's limit."
+)
+
+
+class JobBatchPush(StrictBody):
+    # The limit is the server's setting, checked by the route (so its answer names it); the
+    # schema states the default.
+    jobs: list[JobPushBody] = Field(
+        min_length=1, json_schema_extra={"maxItems": DEFAULT_MAX_BATCH}, description=_MAX_BATCH
+    )
 
     def specs(self) -> list[JobSpec]:
         return [JobSpec(**job) for job in self.jobs]
@@ -227,31 +292,51 @@ class Job(BaseModel):
     created_at: datetime
     enqueued_at: datetime | None
     attempt: int
-    progress: Any = Field(None, description="The last checkpoint recorded with extend.")
+    progress: Any = Field(description="The last checkpoint recorded with extend (null: none).")
     failure: Failure | None
-    lease: str | None = Field(None, description="The current lease token (active jobs only).")
     lease_expires_at: datetime | None
     wid: str | None
 
 
+class FetchedJob(Job):
+    """A job as its fetch hands it over: only here is the lease given, to the worker that holds
+    it (it is the holder's secret; no read of the job shows it)."""
+
+    lease: str = Field(description="Sent with ack, fail and extend of this attempt.")
+
+
+class PushedJob(Job):
+    """The answer to a push: the job as stored."""
+
+    created: bool = Field(
+        description="false: the jid existed already; nothing new was stored and this is the "
+        "stored job."
+    )
+
+
 class JobBatchPushed(BaseModel):
-    jobs: list[Job]
-    created: int
-
-
-class JobBatchJids(BaseModel):
-    """The short answer to a batch push sent with `Prefer: return=minimal`."""
+    """The answer to a batch push. `jobs` (the stored jobs, in the order pushed) is left out
+    when the request says `Prefer: return=minimal`."""
 
     jids: list[str] = Field(
         description="Every job's jid, in the order pushed (generated ones too)."
     )
-    created: int
+    created: int = Field(description="How many jobs this push stored.")
     existed: list[str] = Field(
         description="The jids that were stored already (nothing new stored)."
     )
+    jobs: list[Job] = Field(default_factory=list, description="Absent with `return=minimal`.")
 
 
-class Fetch(_Strict):
+# RFC 7240: a server ignores preferences it does not know, so any value is taken; the schema
+# names the ones that change the answer.
+Prefer = Annotated[
+    str | None,
+    WithJsonSchema({"type": "string", "enum": ["return=minimal", "return=representation"]}),
+]
+
+
+class Fetch(RequestBody):
     queues: list[QueueName] = Field(
         min_length=1, max_length=100, description="Tried strictly in this order."
     )
@@ -265,10 +350,10 @@ class Fetch(_Strict):
 
 
 class Fetched(BaseModel):
-    jobs: list[Job]
+    jobs: list[FetchedJob]
 
 
-class Lease(_Strict):
+class Lease(StrictBody):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
@@ -280,8 +365,10 @@ class AckItem(TypedDict):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
-class AckBatch(_Strict):
-    acks: list[AckItem] = Field(min_length=1, max_length=10_000)
+class AckBatch(StrictBody):
+    acks: list[AckItem] = Field(
+        min_length=1, json_schema_extra={"maxItems": DEFAULT_MAX_BATCH}, description=_MAX_BATCH
+    )
 
     def pairs(self) -> list[tuple[str, str]]:
         return [(a["jid"], a["lease"]) for a in self.acks]
@@ -292,7 +379,7 @@ class AckBatchResult(BaseModel):
     lease_lost: list[str]
 
 
-class FailReport(_Strict):
+class FailReport(RequestBody):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
     errtype: Annotated[Text, Field(max_length=rules.ERRTYPE_MAX_LENGTH)] = "unknown"
     message: Annotated[Text, Field(max_length=rules.MESSAGE_MAX_LENGTH)] = ""
@@ -314,13 +401,13 @@ class FailResult(BaseModel):
     next_at: datetime | None
 
 
-class Extend(_Strict):
+class Extend(RequestBody):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
     reserve_for: int | None = Field(None, ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX)
     progress: Json = Field(
         None,
-        description="A checkpoint the next attempt receives as "
-        "`progress` if this one does not finish.",
+        description="A checkpoint the next attempt receives as `progress` if this one does not "
+        "finish (null or absent: the last checkpoint stays).",
     )
 
 
@@ -329,7 +416,7 @@ class Extended(BaseModel):
     lease_expires_at: datetime
 
 
-class Beat(_Strict):
+class Beat(RequestBody):
     wid: Wid
     hostname: Annotated[Text, Field(max_length=255)] = ""
     pid: int | None = Field(None, ge=0, le=2**31 - 1)

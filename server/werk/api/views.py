@@ -54,10 +54,17 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "attempt": r["attempt"],
         "progress": r["progress"],
         "failure": failure,
-        "lease": r["lease"],
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
     }
+
+
+def fetched_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """``job_view`` with the lease: only the fetch answer, to the worker that now holds it, shows
+    a lease (with it anyone could settle the job)."""
+    view = job_view(r)
+    view["lease"] = r["lease"]
+    return view
 
 
 def pushed_view(result: PushResult) -> dict[str, Any]:
@@ -86,7 +93,6 @@ def pushed_view(result: PushResult) -> dict[str, Any]:
         "attempt": 0,
         "progress": None,
         "failure": None,
-        "lease": None,
         "lease_expires_at": None,
         "wid": None,
     }

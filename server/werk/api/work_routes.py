@@ -13,7 +13,7 @@ from werk.api import fast_bodies, schemas
 from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
 from werk.api.disconnect import disconnection
-from werk.api.views import JSON, job_view
+from werk.api.views import JSON, fetched_view
 from werk.errors import InvalidRequest
 
 router = APIRouter(prefix="/v1", tags=["work"], responses=schemas.INVALID_REQUEST)
@@ -35,7 +35,7 @@ async def fetch(
     watch = disconnection(request.receive) if wait > 0 else contextlib.nullcontext(None)
     async with watch as gone:
         rows = await services.jobs.fetch(body.queues, body.wid, body.count, wait, gone)
-    return JSON({"jobs": [job_view(r) for r in rows]})
+    return JSON({"jobs": [fetched_view(r) for r in rows]})
 
 
 @router.post("/jobs/{jid}/ack", operation_id="work-ack", status_code=204, responses=_LEASE_LOST)
@@ -51,7 +51,10 @@ async def ack_batch(
 ) -> Response:
     """Ack many jobs at once; jobs whose lease is not current are listed, not acked."""
     if len(body.acks) > settings.max_batch:
-        raise InvalidRequest(f"at most {settings.max_batch} acks per request")
+        raise InvalidRequest(
+            f"a batch ack holds at most {settings.max_batch} acks; this one has {len(body.acks)}",
+            errors=[{"loc": "acks", "message": f"at most {settings.max_batch} items"}],
+        )
     acked, lost = await services.jobs.ack_many(body.pairs())
     return JSON({"acked": acked, "lease_lost": lost})
 

@@ -377,8 +377,7 @@ async def job_page(request: Request, services: ServicesDep, user: UserDep, jid: 
         "job.html",
         user,
         job=job,
-        # the job as the API shows it, minus the lease token (that is the worker's secret)
-        raw={k: v for k, v in job_view(job).items() if k != "lease"},
+        raw=job_view(job),  # the job as the API shows it (never its lease)
         action_labels=ACTION_LABELS,
         actions=_actions_for(job["state"]),
         back=f"/jobs/{quote(jid, safe='')}",

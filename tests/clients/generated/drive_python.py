@@ -12,16 +12,17 @@ sys.path.insert(0, sys.argv[1])
 from werk_api import Client
 from werk_api.api.jobs import jobs_get, jobs_push
 from werk_api.api.work import work_ack, work_fail, work_fetch
-from werk_api.models import FailReport, Fetch, Fetched, Job, JobPush, Lease, Problem
+from werk_api.models import FailReport, Fetch, Fetched, Job, JobPush, Lease, Problem, PushedJob
 
 client = Client(base_url=sys.argv[2], raise_on_unexpected_status=True)
 queue = f"gen-py-{uuid.uuid4().hex[:8]}"
 
 body = JobPush(jobtype="gen", args=[1, "a"], queue=queue)
 pushed = jobs_push.sync_detailed(client=client, body=body)
-assert pushed.status_code == 201 and isinstance(pushed.parsed, Job), pushed
+assert pushed.status_code == 201 and isinstance(pushed.parsed, PushedJob), pushed
+assert pushed.parsed.created is True, pushed
 second = jobs_push.sync(client=client, body=JobPush(jobtype="gen", args=[2], queue=queue))
-assert isinstance(second, Job)
+assert isinstance(second, PushedJob)
 
 fetched = work_fetch.sync(client=client, body=Fetch(queues=[queue], wid="gen-py", count=2, wait=0))
 assert isinstance(fetched, Fetched) and len(fetched.jobs) == 2, fetched

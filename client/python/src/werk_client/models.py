@@ -107,8 +107,9 @@ class Failure:
 class JobRecord:
     """A job as stored by the server (returned by push, get and fetch).
 
-    ``lease`` and ``lease_expires_at`` are set on fetched jobs only; ``progress`` holds the
-    last checkpoint of a previous attempt, so a retried job can resume.
+    ``lease`` is set on fetched jobs only (no read of a job shows it); ``progress`` holds the
+    last checkpoint of a previous attempt, so a retried job can resume. ``created`` is set on
+    the answer to ``push``: False when the jid existed already (nothing new was stored).
     """
 
     jid: str
@@ -130,6 +131,7 @@ class JobRecord:
     lease: str | None
     lease_expires_at: datetime | None
     wid: str | None
+    created: bool | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> JobRecord:
@@ -154,6 +156,7 @@ class JobRecord:
             lease=data.get("lease"),
             lease_expires_at=parse_time(data.get("lease_expires_at")),
             wid=data.get("wid"),
+            created=data.get("created"),
         )
 
 
