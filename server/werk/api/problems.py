@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import orjson
@@ -64,6 +64,16 @@ def _loc(parts: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in parts) or "body"
 
 
+def _json_media(request: Request) -> bool:
+    """Whether FastAPI reads the body as JSON: no Content-Type, application/json or */*+json."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return (
+        not media
+        or media == "application/json"
+        or (media.startswith("application/") and media.endswith("+json"))
+    )
+
+
 def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
     """``unavailable``: the exception types that mean the database is away (answered 503)."""
 
@@ -71,8 +81,17 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
         assert isinstance(exc, WerkError)
         return werk_problem(exc)
 
-    async def on_validation(_request: Request, exc: Exception) -> Response:
+    async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
+        if not _json_media(request) and any(
+            e.get("loc", ())[:1] == ("body",) for e in exc.errors()
+        ):
+            return problem(
+                415,
+                "unsupported_media_type",
+                "The body is not JSON",
+                "send the body as JSON with Content-Type: application/json",
+            )
         errors = [
             {"loc": _loc(tuple(e.get("loc", ()))), "message": e.get("msg", "invalid")}
             for e in exc.errors()
@@ -118,3 +137,57 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
     for exc_type in unavailable:
         app.add_exception_handler(exc_type, on_unavailable)
     app.add_exception_handler(Exception, on_unexpected)
+
+
+# What each status means, for the statuses an operation may answer besides its own (the codes
+# in the descriptions are the usual ones; a client reads ``code`` from the body).
+_COMMON = {
+    "400": "invalid_json: the body is not a JSON document",
+    "401": "unauthorized: no valid bearer token (WWW-Authenticate says Bearer)",
+    "403": "forbidden: the token lacks the scope the operation needs",
+    "413": "payload_too_large: the body is over WERK_MAX_BODY_BYTES",
+    "415": "unsupported_media_type: a body that is not Content-Type: application/json",
+    "422": "invalid_request: a field or parameter is invalid (`errors` says which)",
+    "429": "too_many_auth_failures: too many failed authentications from this address",
+    "500": "internal_error: the server failed unexpectedly (the error is logged)",
+    "503": "database_unavailable: the database is unreachable; retry (Retry-After)",
+}
+_PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
+def document(app: FastAPI, offline: Collection[str]) -> None:
+    """Declares every error an operation can answer, each as problem+json with the Problem
+    schema (generated clients then parse error bodies, 204 operations included): the ones a
+    route names, the body and authentication errors that apply to it, and the limit and failure
+    answers of every request. ``offline``: the paths that never touch the database (no 503)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                for status in _statuses(path, operation, offline):
+                    responses.setdefault(status, {"description": _COMMON[status]})
+                for status, response in responses.items():
+                    if status[0] in "45":
+                        response["content"] = _PROBLEM
+        # FastAPI's own 422 models: never sent (every 422 is a Problem).
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(unused, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _statuses(path: str, operation: dict[str, Any], offline: Collection[str]) -> list[str]:
+    statuses = ["413", "500"]
+    if "requestBody" in operation:
+        statuses += ["400", "415", "422"]
+    elif operation.get("parameters"):
+        statuses.append("422")
+    if operation.get("security"):
+        statuses += ["401", "403", "429"]
+    if path not in offline:
+        statuses.append("503")
+    return statuses

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from fastapi import Path
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -81,17 +82,25 @@ def _check_container(container: Any, depth: int) -> None:
             _check_scalar(item)
 
 
+def _integral(value: Any) -> Any:
+    """JSON has one number type and JSON Schema counts 31.0 as an integer (FWP accepts it too)."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+# After a request integer's bounds (pydantic states bounds before a validator wrongly in the
+# schema): strict still (no strings, no booleans), but a number with no fraction counts.
+INTEGRAL = BeforeValidator(_integral)
 Json = Annotated[Any, AfterValidator(check_json)]
 JsonArray = Annotated[list[Any], AfterValidator(check_json)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(check_json)]
-Text = Annotated[str, AfterValidator(_check_text)]
+# The rule _check_text enforces, stated in the schema (validation stays _check_text's).
+NO_NUL = r"^[^\x00]*$"
+Text = Annotated[str, AfterValidator(_check_text), Field(json_schema_extra={"pattern": NO_NUL})]
 QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
 Jid = Annotated[
-    str,
-    StringConstraints(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH),
-    AfterValidator(_check_text),
+    Text, StringConstraints(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH)
 ]
-Wid = Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValidator(_check_text)]
+Wid = Annotated[Text, StringConstraints(min_length=1, max_length=100)]
 # A path segment naming a job: any text PostgreSQL can hold (no NUL), bounded.
 JidInPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00]+$")]
 
@@ -137,6 +146,7 @@ class JobPush(TypedDict):
                 le=rules.PRIORITY_MAX,
                 description="Higher runs first within a queue.",
             ),
+            INTEGRAL,
         ]
     ]
     reserve_for: NotRequired[
@@ -148,6 +158,7 @@ class JobPush(TypedDict):
                 le=rules.RESERVE_FOR_MAX,
                 description="Seconds a fetched job stays leased before it expires.",
             ),
+            INTEGRAL,
         ]
     ]
     # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
@@ -171,9 +182,12 @@ class JobPush(TypedDict):
                 description="Retries before dead; 0 discards on failure, -1 is dead on the "
                 "first failure.",
             ),
+            INTEGRAL,
         ]
     ]
-    backtrace: NotRequired[Annotated[int, _absent_means(0, ge=0, le=rules.BACKTRACE_MAX_LINES)]]
+    backtrace: NotRequired[
+        Annotated[int, _absent_means(0, ge=0, le=rules.BACKTRACE_MAX_LINES), INTEGRAL]
+    ]
     custom: NotRequired[JsonObject]
 
 
@@ -238,7 +252,7 @@ class Fetch(_Strict):
         min_length=1, max_length=100, description="Tried strictly in this order."
     )
     wid: Wid
-    count: int = Field(1, ge=1, le=rules.FETCH_MAX_COUNT)
+    count: Annotated[int, Field(ge=1, le=rules.FETCH_MAX_COUNT), INTEGRAL] = 1
     wait: float = Field(
         0,
         ge=0,
@@ -298,7 +312,9 @@ class FailResult(BaseModel):
 
 class Extend(_Strict):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
-    reserve_for: int | None = Field(None, ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX)
+    reserve_for: (
+        Annotated[int, Field(ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX), INTEGRAL] | None
+    ) = None
     progress: Json = Field(
         None,
         description="A checkpoint the next attempt receives as "
@@ -314,7 +330,7 @@ class Extended(BaseModel):
 class Beat(_Strict):
     wid: Wid
     hostname: Annotated[Text, Field(max_length=255)] = ""
-    pid: int | None = Field(None, ge=0, le=2**31 - 1)
+    pid: Annotated[int, Field(ge=0, le=2**31 - 1), INTEGRAL] | None = None
     labels: list[Annotated[Text, Field(max_length=100)]] = Field(
         default_factory=list, max_length=100
     )
@@ -322,7 +338,7 @@ class Beat(_Strict):
     current_state: rules.WorkerState | None = Field(
         None, strict=False, description="What the worker says it is doing."
     )
-    rss_kb: int | None = Field(None, ge=0, le=2**62)
+    rss_kb: Annotated[int, Field(ge=0, le=2**62), INTEGRAL] | None = None
 
 
 class BeatReply(BaseModel):
