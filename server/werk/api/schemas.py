@@ -101,12 +101,19 @@ def _time_text(value: Any) -> Any:
     return value
 
 
-# What check_json accepts, stated in the schema as the component JsonValue.
+# What check_json accepts, stated in the OpenAPI document as the component JsonValue. Pydantic
+# cannot refer to a schema it does not build, so a model's own schema carries the marker
+# ``x-json`` that werk.api.problems.document swaps for the shape named.
 JSON_VALUE: dict[str, Any] = {"$ref": "#/components/schemas/JsonValue"}
 _JSON_OBJECT: dict[str, Any] = {
     "type": "object",
     "additionalProperties": JSON_VALUE,
     "propertyNames": {"pattern": NO_NUL},
+}
+JSON_SHAPES: dict[str, dict[str, Any]] = {
+    "value": {"allOf": [JSON_VALUE]},
+    "array": {"type": "array", "items": JSON_VALUE},
+    "object": _JSON_OBJECT,
 }
 JSON_VALUE_SCHEMA: dict[str, Any] = {
     "description": "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL, numbers "
@@ -116,15 +123,15 @@ JSON_VALUE_SCHEMA: dict[str, Any] = {
         {"type": "number", "minimum": -INT64, "maximum": INT64 - 1},
         {"type": "boolean"},
         {"type": "null"},
-        {"type": "array", "items": JSON_VALUE},
+        JSON_SHAPES["array"],
         _JSON_OBJECT,
     ],
 }
-Json = Annotated[Any, AfterValidator(check_json), WithJsonSchema({"allOf": [JSON_VALUE]})]
-JsonArray = Annotated[
-    list[Any], AfterValidator(check_json), WithJsonSchema({"type": "array", "items": JSON_VALUE})
+Json = Annotated[Any, AfterValidator(check_json), WithJsonSchema({"x-json": "value"})]
+JsonArray = Annotated[list[Any], AfterValidator(check_json), WithJsonSchema({"x-json": "array"})]
+JsonObject = Annotated[
+    dict[str, Any], AfterValidator(check_json), WithJsonSchema({"x-json": "object"})
 ]
-JsonObject = Annotated[dict[str, Any], AfterValidator(check_json), WithJsonSchema(_JSON_OBJECT)]
 # The rule _check_text enforces, stated in the schema (validation stays _check_text's).
 Text = Annotated[str, AfterValidator(_check_text), Field(json_schema_extra={"pattern": NO_NUL})]
 QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
