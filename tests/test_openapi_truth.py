@@ -83,7 +83,7 @@ async def test_allow_names_every_method_of_the_path(api: InProcess) -> None:
     assert r.headers["allow"] == "GET, POST"
 
 
-def test_every_error_of_every_operation_is_a_declared_problem(api: InProcess) -> None:
+async def test_every_error_of_every_operation_is_a_declared_problem(api: InProcess) -> None:
     app: Any = api.http._transport.app  # type: ignore[attr-defined]
     document = app.openapi()
     problem = {"schema": {"$ref": "#/components/schemas/Problem"}}
@@ -100,5 +100,4 @@ def test_every_error_of_every_operation_is_a_declared_problem(api: InProcess) ->
                 assert "503" in errors, (method, path)
             for status, response in errors.items():
                 assert response["content"] == {"application/problem+json": problem}, status
-    schemas = document["components"]["schemas"]
-    assert "HTTPValidationError" not in schemas and "JsonValue" in schemas
+    assert "HTTPValidationError" not in document["components"]["schemas"]

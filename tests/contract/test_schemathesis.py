@@ -20,6 +20,7 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from tests.support.database import TestDatabases
 from tests.support.server import ServerProcess
+from werk.api.schemas import INT64, NO_NUL
 
 OPENAPI = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 TOKEN = "schemathesis-admin-token"
@@ -51,9 +52,9 @@ def _config(url: str, secured: bool) -> schemathesis.Config:
                 },
                 *(
                     {
-                        # args, custom and progress (JsonValue) declare numbers within 64-bit
-                        # range; JSON Schema cannot tell a float (stored as is, 1e300 too) from
-                        # an integer (refused beyond 64 bits), so the document is the stricter.
+                        # _precise bounds numbers in args, custom and progress to 64 bits; JSON
+                        # Schema cannot tell a float (stored as is, 1e300 too) from an integer
+                        # (refused beyond 64 bits), so that schema is the stricter one.
                         "include-operation-id": operation,
                         "checks": {"negative_data_rejection": {"enabled": False}},
                     }
@@ -79,6 +80,28 @@ def _config(url: str, secured: bool) -> schemathesis.Config:
     )
 
 
+def _precise(document: dict[str, Any]) -> dict[str, Any]:
+    """The document with args, custom and progress as the schema their description (JSON_LIMITS)
+    puts in words: recursive, so the document itself keeps it out of generators' way."""
+    value = {"$ref": "#/components/schemas/JsonValue"}
+    obj = {"type": "object", "additionalProperties": value, "propertyNames": {"pattern": NO_NUL}}
+    schemas = document["components"]["schemas"]
+    schemas["JsonValue"] = {
+        "anyOf": [
+            {"type": "string", "pattern": NO_NUL},
+            {"type": "number", "minimum": -INT64, "maximum": INT64 - 1},
+            {"type": "boolean"},
+            {"type": "null"},
+            {"type": "array", "items": value},
+            obj,
+        ]
+    }
+    schemas["JobPush"]["properties"]["args"]["items"] = value
+    schemas["JobPush"]["properties"]["custom"].update(obj)
+    schemas["Extend"]["properties"]["progress"]["allOf"] = [value]
+    return document
+
+
 @pytest.fixture(scope="module", params=["tokens", "tokenless"])
 def werk_schema(
     request: pytest.FixtureRequest,
@@ -102,7 +125,9 @@ def werk_schema(
     name = asyncio.run(test_databases.create())
     server = ServerProcess(test_databases.url(name), tmp_path_factory.mktemp("werk"), env).start()
     try:
-        yield schemathesis.openapi.from_path(OPENAPI, config=_config(server.url, secured))
+        yield schemathesis.openapi.from_dict(
+            _precise(document), config=_config(server.url, secured)
+        )
     finally:
         server.stop(timeout=15)
         asyncio.run(test_databases.drop(name))

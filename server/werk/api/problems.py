@@ -13,7 +13,6 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from werk.api.schemas import JSON_SHAPES, JSON_VALUE_SCHEMA
 from werk.errors import DatabaseUnavailable, WerkError
 
 log = logging.getLogger(__name__)
@@ -191,24 +190,9 @@ def document(app: FastAPI, offline: Collection[str]) -> None:
         # FastAPI's own 422 models: never sent (every 422 is a Problem).
         for unused in ("HTTPValidationError", "ValidationError"):
             components.pop(unused, None)
-        components["JsonValue"] = JSON_VALUE_SCHEMA  # what args, custom and progress hold
-        _json_shapes(components)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-def _json_shapes(node: Any) -> None:
-    """Swaps each ``x-json`` marker (see werk.api.schemas.JSON_SHAPES) for its shape."""
-    if isinstance(node, dict):
-        shape = node.pop("x-json", None)
-        if shape is not None:
-            node.update(JSON_SHAPES[shape])
-        for value in node.values():
-            _json_shapes(value)
-    elif isinstance(node, list):
-        for value in node:
-            _json_shapes(value)
 
 
 def _statuses(path: str, operation: dict[str, Any], offline: Collection[str]) -> list[str]:

@@ -16,7 +16,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    WithJsonSchema,
     with_config,
 )
 from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
@@ -101,37 +100,15 @@ def _time_text(value: Any) -> Any:
     return value
 
 
-# What check_json accepts, stated in the OpenAPI document as the component JsonValue. Pydantic
-# cannot refer to a schema it does not build, so a model's own schema carries the marker
-# ``x-json`` that werk.api.problems.document swaps for the shape named.
-JSON_VALUE: dict[str, Any] = {"$ref": "#/components/schemas/JsonValue"}
-_JSON_OBJECT: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": JSON_VALUE,
-    "propertyNames": {"pattern": NO_NUL},
-}
-JSON_SHAPES: dict[str, dict[str, Any]] = {
-    "value": {"allOf": [JSON_VALUE]},
-    "array": {"type": "array", "items": JSON_VALUE},
-    "object": _JSON_OBJECT,
-}
-JSON_VALUE_SCHEMA: dict[str, Any] = {
-    "description": "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL, numbers "
-    f"within 64-bit integers' range, nested at most {MAX_JSON_DEPTH} levels.",
-    "anyOf": [
-        {"type": "string", "pattern": NO_NUL},
-        {"type": "number", "minimum": -INT64, "maximum": INT64 - 1},
-        {"type": "boolean"},
-        {"type": "null"},
-        JSON_SHAPES["array"],
-        _JSON_OBJECT,
-    ],
-}
-Json = Annotated[Any, AfterValidator(check_json), WithJsonSchema({"x-json": "value"})]
-JsonArray = Annotated[list[Any], AfterValidator(check_json), WithJsonSchema({"x-json": "array"})]
-JsonObject = Annotated[
-    dict[str, Any], AfterValidator(check_json), WithJsonSchema({"x-json": "object"})
-]
+# What check_json accepts, in words: JSON Schema could say it only recursively, which several
+# client generators cannot read (tests/contract/test_schemathesis.py states it as a schema).
+JSON_LIMITS = (
+    "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\\u0000), integers within "
+    f"64 bits, finite numbers, nested at most {MAX_JSON_DEPTH} levels."
+)
+Json = Annotated[Any, AfterValidator(check_json)]
+JsonArray = Annotated[list[Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]
 # The rule _check_text enforces, stated in the schema (validation stays _check_text's).
 Text = Annotated[str, AfterValidator(_check_text), Field(json_schema_extra={"pattern": NO_NUL})]
 QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
@@ -357,7 +334,7 @@ class Extend(_Strict):
     progress: Json = Field(
         None,
         description="A checkpoint the next attempt receives as "
-        "`progress` if this one does not finish.",
+        f"`progress` if this one does not finish. {JSON_LIMITS}",
     )
 
 
