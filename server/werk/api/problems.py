@@ -156,7 +156,8 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
 # What each status means, for the statuses an operation may answer besides its own (the codes
 # in the descriptions are the usual ones; a client reads ``code`` from the body).
 _COMMON = {
-    "400": "invalid_json: the body is not a JSON document",
+    "400": "the request is malformed: invalid_json (the body is not JSON), or a code naming "
+    "the refused part",
     "401": "unauthorized: no valid bearer token (WWW-Authenticate says Bearer)",
     "403": "forbidden: the token lacks the scope the operation needs",
     "413": "payload_too_large: the body is over WERK_MAX_BODY_BYTES",
@@ -196,9 +197,9 @@ def document(app: FastAPI, offline: Collection[str]) -> None:
 
 
 def _statuses(path: str, operation: dict[str, Any], offline: Collection[str]) -> list[str]:
-    statuses = ["413", "500"]
+    statuses = ["400", "413", "500"]
     if "requestBody" in operation:
-        statuses += ["400", "415", "422"]
+        statuses += ["415", "422"]
     elif operation.get("parameters"):
         statuses.append("422")
     if operation.get("security"):
