@@ -159,7 +159,8 @@ _COMMON = {
     "400": "the request is malformed: invalid_json (the body is not JSON), or a code naming "
     "the refused part",
     "401": "unauthorized: no valid bearer token (WWW-Authenticate says Bearer)",
-    "403": "forbidden: the token lacks the scope the operation needs",
+    "403": "forbidden: the token lacks the scope the operation needs (or another refusal, "
+    "named by its code)",
     "413": "payload_too_large: the body is over WERK_MAX_BODY_BYTES",
     "415": "unsupported_media_type: a body that is not Content-Type: application/json",
     "422": "invalid_request: a field or parameter is invalid (`errors` says which)",
