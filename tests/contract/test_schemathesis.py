@@ -117,6 +117,7 @@ def werk_schema(
         "WERK_MAX_BATCH": str(
             document["components"]["schemas"]["JobBatchPush"]["properties"]["jobs"]["maxItems"]
         ),
+        # The run sends wrong tokens on purpose; blocking this client would hide the rest.
         "WERK_AUTH_FAILURES_PER_MINUTE": "100000",
     }
     if secured:
