@@ -72,7 +72,7 @@ async def test_valid_job_traffic_bypasses_fastapi(api: InProcess, fastapi_calls:
         (b'{"jobtype": ""}', {"content-type": "application/json"}, 422, "invalid_request"),
         (b'{"jobtype": "a"', {"content-type": "application/json"}, 400, "invalid_json"),
         (b'{"jobtype": "a", "x": 1}', {"content-type": "application/json"}, 422, "invalid_request"),
-        (b'{"jobtype": "a"}', {"content-type": "text/plain"}, 422, "invalid_request"),
+        (b'{"jobtype": "a"}', {"content-type": "text/plain"}, 415, "unsupported_media_type"),
     ],
 )
 async def test_rejections_are_fastapis(

@@ -9,15 +9,46 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.contract import openapi_check
+from tests.contract.openapi_check import DocumentedAnswers
 from tests.contract.replay import mismatches, replay, scenario_files
 from tests.support.server import ServerProcess
 
 
 @pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
 def test_scenario(shared_werk: ServerProcess, path: Path) -> None:
+    """Every answer the replay sees is also checked against openapi/openapi.json."""
     scenario = json.loads(path.read_text())
-    with httpx.Client(base_url=shared_werk.url, timeout=30) as http:
+    documented = DocumentedAnswers()
+    hooks = {"response": [documented]}
+    with httpx.Client(base_url=shared_werk.url, timeout=30, event_hooks=hooks) as http:
         replay(http, scenario)
+    assert documented.seen == len(scenario["steps"])
+    assert not documented.problems, documented.problems
+
+
+def test_the_document_check_rejects_what_it_should() -> None:
+    def answer(method: str, path: str, status: int, body: bytes, kind: str) -> httpx.Response:
+        request = httpx.Request(method, "http://werk" + path)
+        return httpx.Response(status, content=body, headers={"content-type": kind}, request=request)
+
+    problem = b'{"type":"t","title":"t","status":404,"detail":"d","code":"job_not_found"}'
+    assert not openapi_check.mismatches(
+        answer("GET", "/v1/jobs/abcdefgh", 404, problem, "application/problem+json")
+    )
+    assert openapi_check.mismatches(
+        answer("GET", "/v1/jobs/abcdefgh", 404, problem, "application/json")
+    )
+    assert openapi_check.mismatches(
+        answer("GET", "/v1/jobs/abcdefgh", 404, b'{"code":1}', "application/problem+json")
+    )
+    assert openapi_check.mismatches(answer("GET", "/v1/jobs/abcdefgh", 418, b"", "text/plain"))
+    assert openapi_check.mismatches(
+        answer("POST", "/v1/beat", 200, b'{"state":"asleep"}', "application/json")
+    )
+    assert not openapi_check.mismatches(
+        answer("POST", "/v1/beat", 200, b'{"state":"running"}', "application/json")
+    )
 
 
 def test_there_are_scenarios_for_every_operation() -> None:

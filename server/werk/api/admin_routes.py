@@ -12,14 +12,15 @@ from werk.api import admin_schemas as s
 from werk.api import schemas
 from werk.api.deps import ServicesDep
 from werk.api.views import JSON, job_view
-from werk.domain.job import WorkerState
+from werk.domain.job import QUEUE_PATTERN, WorkerState
 from werk.services.admin import JobAction, JobQuery
 from werk.services.container import Services
 
 router = APIRouter(prefix="/v1", tags=["admin"], responses=schemas.INVALID_REQUEST)
 
 JidPath = schemas.JidInPath
-QueuePath = Annotated[str, Path(min_length=1, max_length=100)]
+QueuePath = Annotated[str, Path(pattern=QUEUE_PATTERN)]
+QueueQuery = Annotated[str | None, Query(pattern=QUEUE_PATTERN)]
 WidPath = Annotated[str, Path(min_length=1, max_length=100, pattern=schemas.NO_NUL)]
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": schemas.Problem, "description": "job_not_found"}
@@ -57,7 +58,7 @@ def worker_view(w: Any) -> dict[str, Any]:
 async def list_jobs(
     services: ServicesDep,
     state: s.StateFilter | None = None,
-    queue: Annotated[str | None, Query(max_length=100)] = None,
+    queue: QueueQuery = None,
     jobtype: Annotated[str | None, Query(max_length=200, pattern=schemas.NO_NUL)] = None,
     q: Annotated[
         str | None,
@@ -263,7 +264,7 @@ async def terminate_workers(services: ServicesDep) -> Response:
 async def history(
     services: ServicesDep,
     days: Annotated[int, Query(ge=1, le=366)] = 30,
-    queue: Annotated[str | None, Query(max_length=100)] = None,
+    queue: QueueQuery = None,
 ) -> Response:
     """Processed, failed and pushed per UTC day, oldest first (survives job deletion)."""
     return JSON({"days": await services.admin.history(days, queue)})

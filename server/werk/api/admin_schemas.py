@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from werk.api.schemas import Job, QueueName, RequestBody
+from werk.api.schemas import INTEGRAL, Job, QueueName, RequestBody
 from werk.domain import job as rules
 
 StateFilter = Literal[
@@ -37,7 +37,9 @@ class BulkAction(RequestBody):
     jobtype: JobtypeFilter | None = None
     q: SearchText | None = Field(None, description="Text contained in errtype or message.")
     failed: bool | None = Field(None, description="Jobs that failed at least once (or never).")
-    limit: int = Field(1000, ge=1, le=10_000, description="Change at most this many jobs.")
+    limit: Annotated[int, Field(ge=1, le=10_000), INTEGRAL] = Field(
+        1000, description="Change at most this many jobs."
+    )
 
 
 class BulkResult(BaseModel):

@@ -17,7 +17,13 @@ router = APIRouter(tags=["system"])
 @router.get(
     "/metrics",
     operation_id="system-metrics",
-    responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}},
+    response_class=Response,  # the answer is text: no JSON media type in the document
+    responses={
+        200: {
+            "content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
+            "description": "Prometheus text format",
+        }
+    },
 )
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus metrics: job counters and gauges per queue, workers, request durations."""

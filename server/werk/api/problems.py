@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import orjson
@@ -93,6 +94,26 @@ def _loc(parts: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in parts) or "body"
 
 
+def _allowed(app: FastAPI, request: Request) -> str:
+    """Every method the document gives this path (Starlette names only the first route's:
+    /v1/jobs takes GET and POST from two routers)."""
+    methods: set[str] = set()
+    for template, operations in app.openapi()["paths"].items():
+        if re.fullmatch(re.sub(r"\{\w+\}", "[^/]+", template), request.url.path):
+            methods |= {m.upper() for m in operations}
+    return ", ".join(sorted(methods))
+
+
+def _json_media(request: Request) -> bool:
+    """Whether FastAPI reads the body as JSON: no Content-Type, application/json or */*+json."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return (
+        not media
+        or media == "application/json"
+        or (media.startswith("application/") and media.endswith("+json"))
+    )
+
+
 def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
     """``unavailable``: the exception types that mean the database is away (answered 503)."""
 
@@ -100,8 +121,17 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
         assert isinstance(exc, WerkError)
         return werk_problem(exc)
 
-    async def on_validation(_request: Request, exc: Exception) -> Response:
+    async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
+        if not _json_media(request) and any(
+            e.get("loc", ())[:1] == ("body",) for e in exc.errors()
+        ):
+            return problem(
+                415,
+                "unsupported_media_type",
+                "The body is not JSON",
+                "send the body as JSON with Content-Type: application/json",
+            )
         errors = [
             {"loc": _loc(tuple(e.get("loc", ()))), "message": e.get("msg", "invalid")}
             for e in exc.errors()
@@ -122,12 +152,15 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
             reason = "nested too deeply" if isinstance(cause, RecursionError) else str(cause)
             return invalid_json([{"loc": "body", "message": reason}])
         code = _HTTP_CODES.get(exc.status_code, "http_error")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allowed(app, request)
         return problem(
             exc.status_code,
             code,
             code.replace("_", " ").capitalize(),
             str(exc.detail),
-            headers=exc.headers,
+            headers=headers,
         )
 
     async def on_unavailable(_request: Request, exc: Exception) -> Response:
@@ -149,3 +182,60 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
     for exc_type in unavailable:
         app.add_exception_handler(exc_type, on_unavailable)
     app.add_exception_handler(Exception, on_unexpected)
+
+
+# What each status means, for the statuses an operation may answer besides its own (the codes
+# in the descriptions are the usual ones; a client reads ``code`` from the body).
+_COMMON = {
+    "400": "the request is malformed: invalid_json (the body is not JSON), or a code naming "
+    "the refused part",
+    "401": "unauthorized: no valid bearer token (WWW-Authenticate says Bearer)",
+    "403": "forbidden: the token lacks the scope the operation needs (or another refusal, "
+    "named by its code)",
+    "413": "payload_too_large: the body is over WERK_MAX_BODY_BYTES",
+    "415": "unsupported_media_type: a body that is not Content-Type: application/json",
+    "422": "invalid_request: a field or parameter is invalid (`errors` says which)",
+    "429": "too_many_auth_failures: too many failed authentications from this address",
+    "500": "internal_error: the server failed unexpectedly (the error is logged)",
+    "503": "database_unavailable: the database is unreachable; retry (Retry-After)",
+}
+_PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
+def document(app: FastAPI, offline: Collection[str]) -> None:
+    """Declares every error an operation can answer, each as problem+json with the Problem
+    schema (generated clients then parse error bodies, 204 operations included): the ones a
+    route names, the body and authentication errors that apply to it, and the limit and failure
+    answers of every request. ``offline``: the paths that never touch the database (no 503)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                for status in _statuses(path, operation, offline):
+                    responses.setdefault(status, {"description": _COMMON[status]})
+                for status, response in responses.items():
+                    if status[0] in "45":
+                        response["content"] = _PROBLEM
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        # FastAPI's own 422 models: never sent (every 422 is a Problem).
+        for unused in ("HTTPValidationError", "ValidationError"):
+            components.pop(unused, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _statuses(path: str, operation: dict[str, Any], offline: Collection[str]) -> list[str]:
+    statuses = ["400", "413", "500"]
+    if "requestBody" in operation:
+        statuses += ["415", "422"]
+    elif operation.get("parameters"):
+        statuses.append("422")
+    if operation.get("security"):
+        statuses += ["401", "403", "429"]
+    if path not in offline:
+        statuses.append("503")
+    return statuses

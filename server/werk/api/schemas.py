@@ -30,6 +30,7 @@ from werk.services.jobs import JobSpec
 
 MAX_JSON_DEPTH = 64
 INT64 = 2**63
+NO_NUL = r"^[^\x00]*$"
 
 
 def _check_text(text: str) -> str:
@@ -87,10 +88,34 @@ def _check_container(container: Any, depth: int) -> None:
             _check_scalar(item)
 
 
+def _integral(value: Any) -> Any:
+    """JSON has one number type and JSON Schema counts 31.0 as an integer (FWP accepts it too)."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+# After a request integer's bounds (pydantic states bounds before a validator wrongly in the
+# schema): strict still (no strings, no booleans), but a number with no fraction counts.
+INTEGRAL = BeforeValidator(_integral)
+
+
+def _time_text(value: Any) -> Any:
+    """Lax parsing turns a string into a time, but a number is no time (FWP agrees)."""
+    if value is not None and not isinstance(value, str | datetime):
+        raise ValueError("a time is an RFC 3339 string, e.g. 2030-01-02T03:04:05Z")
+    return value
+
+
+# What check_json accepts, in words: JSON Schema could say it only recursively, which several
+# client generators cannot read (tests/contract/test_schemathesis.py states it as a schema).
+JSON_LIMITS = (
+    "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\\u0000), integers within "
+    f"64 bits, finite numbers, nested at most {MAX_JSON_DEPTH} levels."
+)
 Json = Annotated[Any, AfterValidator(check_json)]
-JsonArray = Annotated[list[Any], AfterValidator(check_json)]
-JsonObject = Annotated[dict[str, Any], AfterValidator(check_json)]
-Text = Annotated[str, AfterValidator(_check_text)]
+JsonArray = Annotated[list[Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]
+# The rule _check_text enforces, stated in the schema (validation stays _check_text's).
+Text = Annotated[str, AfterValidator(_check_text), Field(json_schema_extra={"pattern": NO_NUL})]
 QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
 # The jid of a job to store.
 Jid = Annotated[
@@ -104,14 +129,9 @@ Jid = Annotated[
 # The jid of a stored job in a body: any the database may hold (its CHECK bounds the length
 # only), so a batch ack can settle every stored job, whatever its jid.
 StoredJid = Annotated[
-    str,
-    StringConstraints(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH),
-    AfterValidator(_check_text),
+    Text, StringConstraints(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH)
 ]
-Wid = Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValidator(_check_text)]
-# Text named in a path or a query string: PostgreSQL's text cannot hold NUL, so a NUL is refused
-# here rather than failing the query.
-NO_NUL = r"^[^\x00]*$"
+Wid = Annotated[Text, StringConstraints(min_length=1, max_length=100)]
 # A path segment naming a job.
 JidInPath = Annotated[
     str, Path(min_length=1, max_length=rules.JID_MAX_LENGTH, pattern=rules.JID_PATTERN)
@@ -200,6 +220,7 @@ class JobPush(TypedDict):
                 le=rules.PRIORITY_MAX,
                 description="Higher runs first within a queue.",
             ),
+            INTEGRAL,
         ]
     ]
     reserve_for: NotRequired[
@@ -211,6 +232,7 @@ class JobPush(TypedDict):
                 le=rules.RESERVE_FOR_MAX,
                 description="Seconds a fetched job stays leased before it expires.",
             ),
+            INTEGRAL,
         ]
     ]
     # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
@@ -223,6 +245,7 @@ class JobPush(TypedDict):
                 description="Run no earlier than this (RFC 3339 with a time zone); it "
                 f"{OUT_OF_RANGE}.",
             ),
+            BeforeValidator(_time_text),
         ]
     ]
     retry: NotRequired[
@@ -235,9 +258,12 @@ class JobPush(TypedDict):
                 description="Retries before dead; 0 discards on failure, -1 is dead on the "
                 "first failure.",
             ),
+            INTEGRAL,
         ]
     ]
-    backtrace: NotRequired[Annotated[int, _absent_means(0, ge=0, le=rules.BACKTRACE_MAX_LINES)]]
+    backtrace: NotRequired[
+        Annotated[int, _absent_means(0, ge=0, le=rules.BACKTRACE_MAX_LINES), INTEGRAL]
+    ]
     custom: NotRequired[JsonObject]
 
 
@@ -341,7 +367,7 @@ class Fetch(RequestBody):
         min_length=1, max_length=100, description="Tried strictly in this order."
     )
     wid: Wid
-    count: int = Field(1, ge=1, le=rules.FETCH_MAX_COUNT)
+    count: Annotated[int, Field(ge=1, le=rules.FETCH_MAX_COUNT), INTEGRAL] = 1
     wait: float = Field(
         0,
         ge=0,
@@ -403,11 +429,13 @@ class FailResult(BaseModel):
 
 class Extend(RequestBody):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
-    reserve_for: int | None = Field(None, ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX)
+    reserve_for: (
+        Annotated[int, Field(ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX), INTEGRAL] | None
+    ) = None
     progress: Json = Field(
         None,
         description="A checkpoint the next attempt receives as `progress` if this one does not "
-        "finish (null or absent: the last checkpoint stays).",
+        f"finish (null or absent: the last checkpoint stays). {JSON_LIMITS}",
     )
 
 
@@ -419,7 +447,7 @@ class Extended(BaseModel):
 class Beat(RequestBody):
     wid: Wid
     hostname: Annotated[Text, Field(max_length=255)] = ""
-    pid: int | None = Field(None, ge=0, le=2**31 - 1)
+    pid: Annotated[int, Field(ge=0, le=2**31 - 1), INTEGRAL] | None = None
     labels: list[Annotated[Text, Field(max_length=100)]] = Field(
         default_factory=list, max_length=100
     )
@@ -427,7 +455,8 @@ class Beat(RequestBody):
     current_state: rules.WorkerState | None = Field(
         None, strict=False, description="What the worker says it is doing."
     )
-    rss_kb: int | None = Field(None, ge=0, le=2**62)
+    # A bound well inside 2**53, so clients that hold numbers as doubles compare it exactly.
+    rss_kb: Annotated[int, Field(ge=0, le=2**50), INTEGRAL] | None = None
 
 
 class BeatReply(BaseModel):
