@@ -16,9 +16,10 @@ OUT_OF_RANGE = "must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.99
 
 
 def check_time(value: datetime) -> datetime:
-    """``value`` (aware) unchanged, or ValueError when its UTC value lies outside the bounds
-    (e.g. 0001-01-01T00:00:00+14:00, which is in 1 BC)."""
+    """``value`` (aware) in UTC, or ValueError when its UTC value lies outside the bounds
+    (e.g. 0001-01-01T00:00:00+14:00, which is in 1 BC). In UTC because PostgreSQL refuses
+    offsets beyond 15:59 that Python accepts."""
     # Aware datetimes compare by their UTC value, without converting (which could overflow).
     if not TIME_MIN <= value <= TIME_MAX:
         raise ValueError(f"time {value.isoformat()} is out of range: it {OUT_OF_RANGE}")
-    return value
+    return value.astimezone(UTC)
