@@ -65,6 +65,17 @@ async def test_the_bounds_themselves_round_trip(api):
         assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json() == job
 
 
+async def test_offsets_postgresql_cannot_read_are_taken_as_their_utc_time(api):
+    """Python reads offsets up to 23:59, PostgreSQL only up to 15:59: the stored time is UTC."""
+    at = "2030-01-01T00:00:00-16:10"
+    r = await api.http.post("/v1/jobs", json={"jobtype": "x", "at": at})
+    assert r.status_code == 201, r.text
+    assert r.json()["at"] == "2030-01-01T16:10:00Z"
+    batch = await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "x", "at": at}]})
+    assert batch.status_code == 201, batch.text
+    assert batch.json()["jobs"][0]["at"] == "2030-01-01T16:10:00Z"
+
+
 async def test_a_cursor_beyond_the_bounds_is_refused(api):
     await api.http.post("/v1/jobs", json={"jobtype": "x"})
     for created_at in [*OUT_OF_RANGE, "2026-01-01T00:00:00"]:  # (the last: no zone)
