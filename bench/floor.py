@@ -32,11 +32,10 @@ import orjson
 
 from bench.httpclient import Connection
 from bench.scenarios import Context, _timed, pct
-from bench.target import REPO
 from werk.db.queries import new_leases
+from werk.db.sql import sql
 from werk.domain.jids import new_jids
 
-SQL = REPO / "server" / "werk" / "db" / "sql"
 QUEUE = "bench-floor"
 CONNECTIONS = 2
 LEAN = "floor_lean"
@@ -66,25 +65,18 @@ CREATE INDEX ON {LEAN}.werk_jobs (lease_expires_at) WHERE state = 'active';
 """
 
 
-def _sql(name: str) -> str:
-    return (SQL / f"{name}.sql").read_text()
-
-
 def _push_sql(jobs: str) -> str:
-    """job_push.sql with its jobs from ``jobs`` (job_push_many or job_push_one) answering with
-    what it decided per inserted job, as the server puts it together when no fetch waits for
-    the jobs (werk.db.sql.sql_with, werk.db.queries.push_jobs)."""
-    return (
-        _sql("job_push")
-        .replace("/*jobs*/", _sql(jobs))
-        .replace("/*conflict*/", _sql("job_push_new"))
-        .replace("/*answer*/", _sql("job_push_decided"))
+    """job_push.sql with its jobs as ``jobs`` (part one or many) answering with what it decided
+    per inserted job, as the server sends it when no fetch waits for the jobs
+    (werk.db.queries.push_jobs)."""
+    return sql(
+        "job_push", jobs=f"job_push.{jobs}", conflict="job_push.new", answer="job_push.decided"
     )
 
 
 def _push_args(n: int) -> list[Any]:
     """A batch as the server sends the bench's bodies: only the jids differ between jobs, so
-    every other column travels as one value (job_push_many.sql)."""
+    every other column travels as one value (job_push.sql, part many)."""
     jids = new_jids(n)  # the server's (time-ordered)
     return [None, jids, *[[]] * 9, 0, [],
             "noop", QUEUE, "[]", 0, 1800, 25, 0, "{}", None, None]  # fmt: skip
@@ -137,7 +129,7 @@ async def _measure(
 
 async def push_batches(ctx: Context, *, lean: bool, batch: int = 1000) -> dict[str, Any]:
     """job_push.sql with ``batch`` jobs per statement, ``ctx.jobs`` jobs over two connections."""
-    statement = _push_sql("job_push_many")
+    statement = _push_sql("many")
     per_connection = max(ctx.jobs // CONNECTIONS // batch, 1)
 
     async def work(conn: asyncpg.Connection) -> int:
@@ -152,7 +144,7 @@ async def push_batches(ctx: Context, *, lean: bool, batch: int = 1000) -> dict[s
 async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[str, Any]:
     """job_fetch.sql claiming ``count`` then job_ack.sql acking them, on two connections, over
     ``ctx.jobs`` jobs seeded beforehand."""
-    fetch, ack = _sql("job_fetch"), _sql("job_ack")
+    fetch, ack = sql("job_fetch"), sql("job_ack")
 
     async def work(conn: asyncpg.Connection) -> int:
         done = 0
@@ -183,7 +175,7 @@ async def idle_round_trips(ctx: Context, samples: int = 300) -> dict[str, Any]:
     conn = await _connect(ctx)
     http = Connection(ctx.target.host, ctx.target.port)
     await http.connect()
-    push = _push_sql("job_push_one")
+    push = _push_sql("one")
 
     async def measure(once: Callable[[], Awaitable[Any]]) -> dict[str, float]:
         times = []

@@ -12,7 +12,8 @@ from pydantic import TypeAdapter
 from tests.support.helpers import count_jobs
 from werk.api import schemas
 from werk.api.jobs_routes import wants_minimal
-from werk.db.sql import sql_with
+from werk.db.pool import connect
+from werk.db.sql import sql
 from werk.domain.jids import new_jid, new_jids
 from werk.services.jobs import JobSpec
 
@@ -296,7 +297,7 @@ async def test_get_unknown_job_is_404(api):
 
 async def test_a_lone_job_and_a_batch_store_the_same_job(api):
     """One job is written by a statement of plain values, several by one of arrays
-    (job_push_one.sql, job_push_many.sql): both must store a job the same way."""
+    (job_push.sql's parts one and many): both must store a job the same way."""
     spec = {
         "jobtype": "same",
         "args": [1, {"a": [2]}],
@@ -321,8 +322,9 @@ async def test_a_lone_job_and_a_batch_store_the_same_job(api):
 
 
 async def test_a_batch_whose_jobs_differ_in_every_field_stores_each_as_given(api):
-    """A column whose jobs all agree travels as one value (job_push_many.sql fills it in); one
-    where they differ travels per job. Every field differs here, `at` is set for some only."""
+    """A column whose jobs all agree travels as one value (job_push.sql's part many fills it
+    in); one where they differ travels per job. Every field differs here, `at` is set for some
+    only."""
     later = api.clock.now() + timedelta(minutes=1)
     specs = [
         {"jobtype": f"t{i}", "args": [i], "queue": f"q-{i}", "priority": i, "reserve_for": 60 + i,
@@ -371,9 +373,27 @@ def test_the_defaults_the_schema_states_are_the_ones_applied():
     assert (spec.args, spec.custom) == ([], {})
 
 
-def test_sql_with_needs_its_marker_exactly_once():
+async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
+    conn = await connect(database_url)
+    try:
+        for jobs in ("one", "many"):
+            for conflict in ("new", "dedupe"):
+                for answer in ("rows", "decided", "jids"):
+                    await conn.prepare(
+                        sql("job_push", jobs=f"job_push.{jobs}", conflict=f"job_push.{conflict}",
+                            answer=f"job_push.{answer}")
+                    )  # fmt: skip
+    finally:
+        await conn.close()
+
+
+def test_a_statement_is_composed_only_from_parts_that_fit():
     with pytest.raises(ValueError, match="exactly once"):
-        sql_with("job_fetch", jobs="job_push_one")
+        sql("job_fetch", jobs="job_push.one")
+    with pytest.raises(ValueError, match="no part"):
+        sql("job_push", jobs="job_push.few", conflict="job_push.new", answer="job_push.rows")
+    with pytest.raises(ValueError, match="no part fills"):
+        sql("job_push", jobs="job_push.one", conflict="job_push.new")
 
 
 async def test_prefer_return_minimal_answers_a_batch_with_its_jids(api):

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from werk.db.queries import Executor
-from werk.db.sql import sql, sql_with
+from werk.db.sql import sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ async def clear_queue(db: Executor, queue: str, limit: int) -> int:
 async def list_queues(
     db: Executor, now: datetime | None, queue: str | None = None
 ) -> list[QueueRow]:
-    rows = await db.fetch(sql_with("queue_list", pairs="queue_state_pairs"), now, queue)
+    rows = await db.fetch(sql("queue_list", pairs="queue_state_pairs"), now, queue)
     return [_queue_row(r) for r in rows]
 
 
@@ -76,16 +76,11 @@ async def list_jobs(
     created_at, jid = after if after is not None else (None, None)
     name = "admin_job_list_newest" if newest_first else "admin_job_list_oldest"
     return await db.fetch(
-        sql_with(name, pairs="queue_state_pairs"), *where.args(), created_at, jid, limit
+        sql(name, pairs="queue_state_pairs"), *where.args(), created_at, jid, limit
     )
 
 
-JOB_ACTIONS = {
-    "retry": "admin_job_retry",
-    "kill": "admin_job_kill",
-    "cancel": "admin_job_cancel",
-    "delete": "admin_job_delete",
-}
+JOB_ACTIONS = frozenset({"retry", "kill", "cancel", "delete"})
 
 
 async def act_on_jobs(
@@ -97,9 +92,11 @@ async def act_on_jobs(
     jids: list[str] | None,
     limit: int,
 ) -> list[Any]:
-    """Apply ``action`` (a key of JOB_ACTIONS) to at most ``limit`` matching jobs; returns the
+    """Apply ``action`` (one of JOB_ACTIONS) to at most ``limit`` matching jobs; returns the
     (jid, queue) rows it changed."""
-    return await db.fetch(sql(JOB_ACTIONS[action]), *where.args(), jids, limit, now)
+    if action not in JOB_ACTIONS:
+        raise ValueError(f"no job action {action!r}")
+    return await db.fetch(sql("admin_job_act"), *where.args(), jids, limit, now, action)
 
 
 # -- workers --------------------------------------------------------------------------------

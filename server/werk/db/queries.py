@@ -12,7 +12,7 @@ from typing import Any, Literal
 import asyncpg
 
 from werk.db.held import HeldConnection
-from werk.db.sql import sql, sql_with
+from werk.db.sql import sql
 from werk.domain.times import TIME_MAX
 
 Executor = asyncpg.Pool | asyncpg.Connection | HeldConnection
@@ -44,7 +44,7 @@ PushAnswer = Literal["rows", "decided", "jids"]
 
 
 def _column(values: list[Any]) -> tuple[list[Any], Any]:
-    """One column of a batch for job_push_many.sql: ([], v) when every job holds v (the
+    """One column of a batch for job_push.sql's part many: ([], v) when every job holds v (the
     statement fills it in), else (values, None)."""
     first = values[0]
     return ([], first) if values.count(first) == len(values) else (values, None)
@@ -67,18 +67,18 @@ async def push_jobs(
     The jids are first taken to be new, which spares PostgreSQL the duplicate check per job; when
     one exists, that statement fails having changed nothing, and the push is written again
     skipping existing jids."""
-    answer_sql = f"job_push_{answer}"
+    answer_part = f"job_push.{answer}"
     if handoffs is None:
         handoffs = [None] * len(jobs)
     if len(jobs) == 1:
         (j,), (wid,) = jobs, handoffs
-        shape = "job_push_one"
+        shape = "job_push.one"
         args: tuple[Any, ...] = (
             now, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
             j.backtrace, j.custom, j.at, _shard(), wid,
         )  # fmt: skip
     else:
-        shape = "job_push_many"
+        shape = "job_push.many"
         columns = [
             _column([j.jobtype for j in jobs]),
             _column([j.queue for j in jobs]),
@@ -97,13 +97,13 @@ async def push_jobs(
         )  # fmt: skip
     try:
         return await db.fetch(
-            sql_with("job_push", jobs=shape, conflict="job_push_new", answer=answer_sql), *args
+            sql("job_push", jobs=shape, conflict="job_push.new", answer=answer_part), *args
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name != "werk_jobs_pkey":
             raise
     return await db.fetch(
-        sql_with("job_push", jobs=shape, conflict="job_push_dedupe", answer=answer_sql), *args
+        sql("job_push", jobs=shape, conflict="job_push.dedupe", answer=answer_part), *args
     )
 
 
@@ -248,7 +248,7 @@ async def beat_worker(
 
 
 async def info(db: Executor, now: datetime | None) -> Any:
-    return await db.fetchrow(sql_with("info", pairs="queue_state_pairs"), now, None)
+    return await db.fetchrow(sql("info", pairs="queue_state_pairs"), now, None)
 
 
 async def queues_with_available(db: Executor, queues: Sequence[str]) -> list[str]:

@@ -1,0 +1,79 @@
+-- An operator's action $9 on the jobs matching the filters (NULL = any): $1 state, $2 queue,
+-- $3 jobtype, $4 ILIKE pattern on errtype or message, $5 has failed at least once, $6 these jids
+-- only; at most $7 jobs, oldest first, at $8 (NULL = now). Rows another transaction holds are
+-- skipped. Returns the jobs changed.
+--   'retry'   dead and scheduled (incl. retrying) jobs become available, queued behind the work
+--             already waiting;
+--   'kill'    scheduled, available and active jobs go to dead; one that never failed is marked as
+--             killed, so the dead list says why it is there;
+--   'cancel'  scheduled, available and active jobs become cancelled and will not run (again);
+--   'delete'  jobs in any state are deleted (an active job's worker then gets job_not_found).
+-- An active job killed or cancelled loses its lease (its worker's ack or fail gets lease_lost).
+-- The action is a constant in each plan (PostgreSQL plans these statements per call): the state
+-- terms of the other actions fold away, and so do their writes. The states are written as two
+-- terms where active jobs are included, each of which an index can serve:
+-- werk_jobs_queue_state_idx leaves active jobs out.
+WITH clock AS (
+    SELECT coalesce($8::timestamptz, now()) AS now
+),
+target AS (
+    SELECT j.jid
+    FROM werk_jobs j
+    WHERE ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
+      AND ($2::text IS NULL OR j.queue = $2::text)
+      AND ($3::text IS NULL OR j.jobtype = $3::text)
+      AND ($4::text IS NULL OR j.errtype ILIKE $4::text OR j.message ILIKE $4::text)
+      AND ($5::boolean IS NULL OR (j.failed_at IS NOT NULL) = $5::boolean)
+      AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
+      AND CASE
+              WHEN $9::text = 'retry' THEN j.state IN ('dead', 'scheduled')
+              WHEN $9::text IN ('kill', 'cancel')
+                  THEN j.state IN ('scheduled', 'available') OR j.state = 'active'
+              WHEN $9::text = 'delete'
+                  THEN j.state IN ('scheduled', 'available', 'completed', 'dead', 'cancelled')
+                       OR j.state = 'active'
+              ELSE false
+          END
+    ORDER BY j.created_at, j.jid
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
+),
+-- Each write finds its rows through an array, by primary key, whatever the planner guesses of
+-- the target's size (a join on the CTE let it hash-join a scan of the whole table).
+retried AS (
+    UPDATE werk_jobs j
+    SET state = 'available',
+        run_at = c.now,
+        enqueued_at = c.now,
+        seq = nextval('werk_job_seq'),
+        finished_at = NULL
+    FROM clock c
+    WHERE $9::text = 'retry' AND j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
+    RETURNING j.jid, j.queue
+),
+-- Kill and cancel both stop the job; a killed job goes to dead, and one that never failed is
+-- marked as killed.
+stopped AS (
+    UPDATE werk_jobs j
+    SET state = CASE $9::text WHEN 'kill' THEN 'dead' ELSE 'cancelled' END::werk_job_state,
+        finished_at = c.now,
+        lease = NULL,
+        lease_expires_at = NULL,
+        failed_at = CASE $9::text WHEN 'kill' THEN coalesce(j.failed_at, c.now) ELSE j.failed_at END,
+        errtype = CASE $9::text WHEN 'kill' THEN coalesce(j.errtype, 'Killed') ELSE j.errtype END,
+        message = CASE $9::text
+                      WHEN 'kill' THEN coalesce(j.message, 'killed by an operator')
+                      ELSE j.message
+                  END
+    FROM clock c
+    WHERE $9::text IN ('kill', 'cancel') AND j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
+    RETURNING j.jid, j.queue
+),
+deleted AS (
+    DELETE FROM werk_jobs j
+    WHERE $9::text = 'delete' AND j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
+    RETURNING j.jid, j.queue
+)
+SELECT jid, queue FROM retried
+UNION ALL SELECT jid, queue FROM stopped
+UNION ALL SELECT jid, queue FROM deleted

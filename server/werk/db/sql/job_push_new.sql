@@ -1,3 +1,0 @@
--- job_push.sql for jids taken to be new: one that exists fails the whole statement
--- (unique_violation on werk_jobs_pkey) and the caller writes it again with job_push_dedupe.sql.
--- Skipping the conflict check saves PostgreSQL 2.5-4.5 us per job (bench/README.md).

@@ -1,2 +1,0 @@
--- job_push.sql's answer: the inserted jobs.
-*
