@@ -4,8 +4,8 @@ job on every fetch.
 
 Timestamps travel as text too, in ISO format at UTC (the sessions' DateStyle and TimeZone are
 set for it), parsed by ``datetime.fromisoformat``: the same aware datetimes as asyncpg's binary
-decoder gives, at a quarter of its cost (a row of four timestamps: 5.1 against 1.2 us of client
-CPU, and PostgreSQL's text output costs it 0.5 us more). A claimed job carries four.
+decoder gives, for a fraction of the client's CPU (PostgreSQL's text output costs it a little
+more). A claimed job carries four.
 
 A stored time beyond Python's datetime (BC, year 10000 and later, 'infinity': Werk writes none,
 see werk.domain.times, but SQL by hand or another program may) is read as the nearest bound, with

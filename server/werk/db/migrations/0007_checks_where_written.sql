@@ -5,14 +5,12 @@
 -- UPDATE that SETs that column), so the checks on the columns that are written once, or seldom,
 -- move into domains: the rules are the same and still the schema's, checked as often as the
 -- columns are written. The checks that tie columns together (a lease iff active, ...) stay on the
--- table. A profile of claim 1,000 + ack put the table's checks at 7 % of PostgreSQL's CPU; claims
--- interleaved on two databases, one with this migration (bench README, stop 22): 0.91-0.92 x the
--- CPU per claimed job (two runs of 40 paired rounds), pushes and acks 0.96-0.98 x.
+-- table.
 --
 -- The domains are created without their checks, so that retyping the columns is a relabelling
 -- (the table is not rewritten), then given their checks, each read once over the stored rows.
--- Three indexes over retyped columns are rebuilt. The job table is locked meanwhile: 12 s with
--- 1,100,000 jobs (627 MB) on the 2-core reference machine on a slow day (CPU probe 70 ms).
+-- Three indexes over retyped columns are rebuilt. The job table is locked meanwhile, for a time
+-- that grows with its size.
 CREATE DOMAIN werk_jid AS text;
 CREATE DOMAIN werk_jobtype AS text;
 CREATE DOMAIN werk_queue_name AS text;

@@ -59,7 +59,10 @@ stopped AS (
         finished_at = c.now,
         lease = NULL,
         lease_expires_at = NULL,
-        failed_at = CASE $9::text WHEN 'kill' THEN coalesce(j.failed_at, c.now) ELSE j.failed_at END,
+        failed_at = CASE $9::text
+                        WHEN 'kill' THEN coalesce(j.failed_at, c.now)
+                        ELSE j.failed_at
+                    END,
         errtype = CASE $9::text WHEN 'kill' THEN coalesce(j.errtype, 'Killed') ELSE j.errtype END,
         message = CASE $9::text
                       WHEN 'kill' THEN coalesce(j.message, 'killed by an operator')

@@ -4,6 +4,5 @@
 -- near the size of its live rows. Plain VACUUM: it blocks no reads or writes.
 -- PARALLEL 0, as autovacuum does: with two indexes past min_parallel_index_scan_size a manual
 -- VACUUM starts parallel workers for the index pass, which for a table kept this small cost more
--- than they save (60,000 jobs on the 2-core reference machine: 41-54 ms of CPU per VACUUM with
--- them, 21-28 without, and longer in wall time too).
+-- CPU and more wall time than they save.
 VACUUM (SKIP_LOCKED, PARALLEL 0) werk_jobs
