@@ -13,8 +13,9 @@ from tests.support.helpers import count_jobs
 from werk.api import schemas
 from werk.api.jobs_routes import wants_minimal
 from werk.db.sql import sql_with
+from werk.domain import job as job_model
 from werk.domain.jids import new_jid, new_jids
-from werk.services.jobs import JobSpec
+from werk.domain.job import JobSpec
 
 
 async def test_push_returns_the_stored_job_with_defaults(api):
@@ -369,6 +370,15 @@ def test_the_defaults_the_schema_states_are_the_ones_applied():
     spec = JobSpec(jobtype="x")
     assert {name: getattr(spec, name) for name in stated} == stated
     assert (spec.args, spec.custom) == ([], {})
+
+
+def test_a_job_spec_takes_the_defaults_of_the_job_model():
+    """JobSpec lives with the job model's defaults and applies them, not copies of their values."""
+    spec = JobSpec(jobtype="x")
+    assert (spec.reserve_for, spec.retry) == (
+        job_model.RESERVE_FOR_DEFAULT,
+        job_model.RETRY_DEFAULT,
+    )
 
 
 def test_sql_with_needs_its_marker_exactly_once():
