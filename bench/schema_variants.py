@@ -27,8 +27,9 @@ import asyncpg
 from bench.target import fresh_database
 from werk.db.migrate import available_migrations
 from werk.db.pool import connect
-from werk.db.queries import NewJob, new_leases, push_jobs
+from werk.db.queries import new_leases, push_jobs
 from werk.db.sql import sql
+from werk.domain.job import NewJob
 
 PER_STATEMENT = 1000
 STEPS = ("push", "claim", "ack")

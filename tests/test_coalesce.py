@@ -7,8 +7,7 @@ import asyncio
 
 from tests.support.helpers import count_jobs, sql
 from werk.db import queries
-from werk.services.coalesce import Coalescer
-from werk.services.jobs import CLAIM_MAX
+from werk.services.writers import CLAIM_MAX, Coalescer
 
 
 async def test_concurrent_single_pushes_are_stored_and_answered_individually(api, database_url):

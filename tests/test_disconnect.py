@@ -48,7 +48,7 @@ async def test_jobs_reserved_for_a_client_that_left_are_handed_back(api, databas
     await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
     gone = asyncio.get_running_loop().create_future()
     gone.set_result(None)
-    assert await api.services.jobs.fetch(["default"], "ghost", 2, 5.0, gone) == []
+    assert await api.services.claim.fetch(["default"], "ghost", 2, 5.0, gone) == []
     rows = await sql(
         database_url, "SELECT jid, state, attempt, lease, wid FROM werk_jobs ORDER BY jid"
     )

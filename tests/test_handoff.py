@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.support.helpers import sql
-from werk.services.jobs import JobSpec
+from werk.domain.job import JobSpec
 
 
 async def waiting_fetch(api, *, wid="w1", count=1, queues=("default",), wait=10.0):
@@ -102,14 +102,14 @@ async def test_many_pushes_many_waiters_each_job_once(api, database_url):
 async def test_a_fetch_cancelled_while_its_push_commits_gets_its_job_handed_back(api, database_url):
     """The push took the waiting fetch, then the fetch was cancelled before the commit answered
     it: the job must not stay reserved for nobody until its lease runs out."""
-    jobs, hub = api.services.jobs, api.services.hub
-    fetch = asyncio.create_task(jobs.fetch(["default"], "w1", 1, 10.0))
+    services, hub = api.services, api.services.hub
+    fetch = asyncio.create_task(services.claim.fetch(["default"], "w1", 1, 10.0))
     for _ in range(200):
         await asyncio.sleep(0.01)
         if any(w.waiting for ws in hub._waiters.values() for w in ws):
             break
     (waiter,) = {w for ws in hub._waiters.values() for w in ws}
-    push = asyncio.create_task(jobs.push_one(JobSpec(jobtype="x", jid="cancelled-0001")))
+    push = asyncio.create_task(services.push.push_one(JobSpec(jobtype="x", jid="cancelled-0001")))
     while not waiter.taken:  # the push has taken the fetch; its statement is in flight
         await asyncio.sleep(0)
     fetch.cancel()

@@ -14,8 +14,9 @@ from werk.api import schemas
 from werk.api.jobs_routes import wants_minimal
 from werk.db.pool import connect
 from werk.db.sql import sql
+from werk.domain import job as job_model
 from werk.domain.jids import new_jid, new_jids
-from werk.services.jobs import JobSpec
+from werk.domain.job import JobSpec
 
 
 async def test_push_returns_the_stored_job_with_defaults(api):
@@ -385,6 +386,15 @@ async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
                     )  # fmt: skip
     finally:
         await conn.close()
+
+
+def test_a_job_spec_takes_the_defaults_of_the_job_model():
+    """JobSpec lives with the job model's defaults and applies them, not copies of their values."""
+    spec = JobSpec(jobtype="x")
+    assert (spec.reserve_for, spec.retry) == (
+        job_model.RESERVE_FOR_DEFAULT,
+        job_model.RETRY_DEFAULT,
+    )
 
 
 def test_a_statement_is_composed_only_from_parts_that_fit():

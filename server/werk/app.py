@@ -35,14 +35,16 @@ from werk.db.pool import connect, create_pool
 from werk.domain.clock import Clock, DatabaseClock
 from werk.faktory.server import FaktoryServer
 from werk.services.admin import AdminService
+from werk.services.claim import ClaimService
 from werk.services.container import Services
 from werk.services.faktory_ops import FaktoryOps
 from werk.services.info import InfoService
-from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
 from werk.services.metrics import MetricsService, RequestDurations
+from werk.services.push import PushService
 from werk.services.queues import QueueService
 from werk.services.sessions import SessionService
+from werk.services.settle import SettleService
 from werk.services.wakeup import WakeHub
 from werk.services.workers import WorkerService
 
@@ -98,8 +100,11 @@ def create_app(
             on_listening=hub.listening,
             retry_every=settings.poll_interval,
         )
+        claim = ClaimService(pool, clock, hub)
         services = Services(
-            jobs=JobService(pool, clock, hub, keep_completed=settings.completed_retention > 0),
+            push=PushService(pool, clock, hub, claim),
+            claim=claim,
+            settle=SettleService(pool, clock, keep_completed=settings.completed_retention > 0),
             workers=WorkerService(pool, clock),
             info=InfoService(admin_pool, clock),
             hub=hub,
@@ -125,7 +130,8 @@ def create_app(
             await hub.close()
             await services.maintenance.close()
             await listener.close()
-            await services.jobs.close()
+            for writing in (services.push, services.claim, services.settle):
+                await writing.close()
             for closing in (pool, admin_pool):
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(closing.close(), 10)

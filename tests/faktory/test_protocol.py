@@ -664,8 +664,8 @@ async def test_database_outage_answers_without_killing_workers(fwp, monkeypatch)
         raise ConnectionRefusedError("database down")
 
     conn = await Fwp.connect(fwp.port, wid="outage-w")
-    monkeypatch.setattr(fwp.services.jobs, "fetch", unavailable)
-    monkeypatch.setattr(fwp.services.jobs, "push", unavailable)
+    monkeypatch.setattr(fwp.services.claim, "fetch", unavailable)
+    monkeypatch.setattr(fwp.services.push, "push", unavailable)
     started = time.monotonic()
     reply = await conn.call("FETCH default")
     assert reply.kind == "$" and reply.text is None

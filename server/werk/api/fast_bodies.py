@@ -20,7 +20,7 @@ import msgspec
 
 from werk.api.schemas import check_json
 from werk.domain import job as rules
-from werk.services.jobs import JobSpec
+from werk.domain.job import JobSpec
 
 
 def _anchored(pattern: str) -> str:

@@ -11,8 +11,8 @@ from werk.api import fast_bodies, schemas
 from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
 from werk.api.views import JSON, job_view, pushed_view
+from werk.domain.job import JobSpec
 from werk.errors import InvalidRequest
-from werk.services.jobs import JobSpec
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=schemas.INVALID_REQUEST)
 
@@ -38,7 +38,7 @@ def wants_minimal(prefer: str) -> bool:
 async def push(body: schemas.JobPushBody, services: ServicesDep) -> Response:
     """Push one job; answered with the job as stored. Pushing a jid that exists stores nothing
     new and is answered like the first push (201), with `created: false`."""
-    result = await services.jobs.push_one(JobSpec(**body))
+    result = await services.push.push_one(JobSpec(**body))
     view = pushed_view(result)
     view["created"] = result.created
     return JSON(view, status_code=201)
@@ -66,13 +66,13 @@ async def push_batch(
         )
     specs = body.specs()
     if prefer is not None and wants_minimal(prefer):
-        jids, existed = await services.jobs.push_jids(specs)
+        jids, existed = await services.push.push_jids(specs)
         return JSON(
             {"jids": jids, "created": len(jids) - len(existed), "existed": existed},
             status_code=201,
             headers={"Preference-Applied": "return=minimal"},
         )
-    results = await services.jobs.push(specs)
+    results = await services.push.push(specs)
     jobs = [pushed_view(r) for r in results]
     return JSON(
         {
@@ -93,7 +93,7 @@ async def push_batch(
 )
 async def get(services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """Read a job in any state (completed jobs are deleted at ack unless retention is set)."""
-    return JSON(job_view(await services.jobs.get(jid)))
+    return JSON(job_view(await services.push.get(jid)))
 
 
 # Served by werk.api.direct on the plain path (same functions, same answers).

@@ -25,8 +25,8 @@ from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Pyth
 
 from werk.config import Settings
 from werk.domain import job as rules
+from werk.domain.job import JobSpec
 from werk.domain.times import OUT_OF_RANGE, check_time
-from werk.services.jobs import JobSpec
 
 MAX_JSON_DEPTH = 64
 INT64 = 2**63

@@ -9,8 +9,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from werk.domain.job import retries_remaining
-from werk.services.jobs import PushResult
+from werk.domain.job import PushResult, retries_remaining
 
 
 class JSON(Response):

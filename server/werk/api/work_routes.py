@@ -34,14 +34,14 @@ async def fetch(
     # Only a long poll watches for the client leaving (a fetch that does not wait needs no task).
     watch = disconnection(request.receive) if wait > 0 else contextlib.nullcontext(None)
     async with watch as gone:
-        rows = await services.jobs.fetch(body.queues, body.wid, body.count, wait, gone)
+        rows = await services.claim.fetch(body.queues, body.wid, body.count, wait, gone)
     return JSON({"jobs": [fetched_view(r) for r in rows]})
 
 
 @router.post("/jobs/{jid}/ack", operation_id="work-ack", status_code=204, responses=_LEASE_LOST)
 async def ack(body: schemas.Lease, services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """The attempt succeeded: the job is completed (and deleted)."""
-    await services.jobs.ack(jid, body.lease)
+    await services.settle.ack(jid, body.lease)
     return Response(status_code=204)
 
 
@@ -55,7 +55,7 @@ async def ack_batch(
             f"a batch ack holds at most {settings.max_batch} acks; this one has {len(body.acks)}",
             errors=[{"loc": "acks", "message": f"at most {settings.max_batch} items"}],
         )
-    acked, lost = await services.jobs.ack_many(body.pairs())
+    acked, lost = await services.settle.ack_many(body.pairs())
     return JSON({"acked": acked, "lease_lost": lost})
 
 
@@ -67,7 +67,7 @@ async def ack_batch(
 )
 async def fail(body: schemas.FailReport, services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """The attempt failed: retry after the backoff (or `retry_in`), or dead/discarded."""
-    result = await services.jobs.fail(
+    result = await services.settle.fail(
         jid,
         body.lease,
         errtype=body.errtype or "unknown",
@@ -87,7 +87,7 @@ async def fail(body: schemas.FailReport, services: ServicesDep, jid: schemas.Jid
 )
 async def extend(body: schemas.Extend, services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """Extend the lease (by `reserve_for`, else the job's own) and optionally checkpoint."""
-    expires = await services.jobs.extend(
+    expires = await services.settle.extend(
         jid,
         body.lease,
         reserve_for=body.reserve_for,

@@ -1,9 +1,9 @@
 """A pooled connection kept by one sequential writer.
 
-A coalescer's writer runs one statement at a time, usually right after a request arrives. Taking
+A batching writer runs one statement at a time, usually right after a request arrives. Taking
 a connection from asyncpg's pool and giving it back costs more than the round trip of a small
-statement when the machine is otherwise idle. On the latency path (a push answering a waiting
-fetch) that difference is paid on every job."""
+statement, and on the latency path (a push answering a waiting fetch) that would be paid on
+every job."""
 
 from __future__ import annotations
 

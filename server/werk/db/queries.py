@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -13,6 +12,7 @@ import asyncpg
 
 from werk.db.held import HeldConnection
 from werk.db.sql import sql
+from werk.domain.job import NewJob
 from werk.domain.times import TIME_MAX
 
 Executor = asyncpg.Pool | asyncpg.Connection | HeldConnection
@@ -23,21 +23,6 @@ COUNTER_SHARDS = 16
 
 def _shard() -> int:
     return int(random.random() * COUNTER_SHARDS)  # half the cost of randrange
-
-
-# Not frozen: a frozen dataclass's __init__ costs ~3x, and batches build thousands.
-@dataclass(slots=True)
-class NewJob:
-    jid: str
-    jobtype: str
-    queue: str
-    args: str  # JSON text of an array
-    priority: int
-    reserve_for: int
-    retry: int
-    backtrace: int
-    custom: str  # JSON text of an object
-    at: datetime | None
 
 
 PushAnswer = Literal["rows", "decided", "jids"]

@@ -1,8 +1,14 @@
-"""The job's vocabulary and limits, shared by validation and the schema's CHECKs."""
+"""The job model: its vocabulary, limits and defaults (shared by validation and the schema's
+CHECKs), a job as a producer asks for it and as it is written, and what pushing and failing
+answer."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 QUEUE_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 # A jid is a URL path segment as it stands: characters no client or proxy encodes or rewrites,
@@ -55,3 +61,57 @@ class WorkerState(StrEnum):
     RUNNING = "running"
     QUIET = "quiet"
     TERMINATE = "terminate"
+
+
+# The job classes below are not frozen: batches build thousands of them, and a frozen
+# dataclass's __init__ sets every field through object.__setattr__.
+
+
+@dataclass(slots=True)
+class JobSpec:
+    """A validated job as a producer asked for it."""
+
+    jobtype: str
+    args: list[Any] = field(default_factory=list)
+    queue: str = "default"
+    jid: str | None = None
+    priority: int = 0
+    reserve_for: int = RESERVE_FOR_DEFAULT
+    retry: int = RETRY_DEFAULT
+    backtrace: int = 0
+    custom: dict[str, Any] = field(default_factory=dict)
+    at: datetime | None = None
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A job as it is written: its jid decided, its JSON encoded."""
+
+    jid: str
+    jobtype: str
+    queue: str
+    args: str  # JSON text of an array
+    priority: int
+    reserve_for: int
+    retry: int
+    backtrace: int
+    custom: str  # JSON text of an object
+    at: datetime | None
+
+
+@dataclass(slots=True)
+class PushResult:
+    """``job`` is the stored job or, for a job inserted by a push that handed none of its jobs
+    to a fetch, only the columns the statement decided (the push statement's "decided"
+    answer); the rest of that job is ``sent``, as stored."""
+
+    job: Mapping[str, Any]
+    created: bool
+    sent: NewJob | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailResult:
+    jid: str
+    outcome: FailOutcome
+    next_at: datetime | None

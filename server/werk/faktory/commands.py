@@ -17,6 +17,7 @@ from typing import Any
 from werk import __version__
 from werk.config import Settings
 from werk.db.failures import is_connection_error
+from werk.domain.job import JobSpec
 from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
 from werk.faktory import protocol
 from werk.faktory.jobs import (
@@ -30,7 +31,6 @@ from werk.faktory.jobs import (
 from werk.faktory.protocol import OK, Command, PasswordRejected, ProtocolError
 from werk.services.container import Services
 from werk.services.faktory_ops import FaktoryOps, MutateFilter
-from werk.services.jobs import JobSpec
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class Commands:
 
     async def _push(self, session: Session, payload: str) -> bytes:
         spec = job_spec(protocol.load_json(payload, "PUSH"))
-        await self._services.jobs.push([spec])
+        await self._services.push.push([spec])
         return OK
 
     async def _pushb(self, session: Session, payload: str) -> bytes:
@@ -199,7 +199,7 @@ class Commands:
             seen.add(spec.jid or key)
             specs.append(spec)
         if specs:
-            await self._services.jobs.push(specs)
+            await self._services.push.push(specs)
         return protocol.bulk(protocol.dump_json(rejected))
 
     # -- workers ---------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class Commands:
         wait = self._settings.faktory_fetch_wait
         started = time.monotonic()
         try:
-            rows = await self._services.jobs.fetch(queues, session.fetch_wid, 1, wait)
+            rows = await self._services.claim.fetch(queues, session.fetch_wid, 1, wait)
         except Exception as exc:
             # Workers treat a FETCH error as fatal (the Python worker dies): answer "no job"
             # and let them ask again.
@@ -221,7 +221,7 @@ class Commands:
         if rows and session.peer_gone():
             # The client left while its FETCH blocked: the reply would go nowhere, so the job
             # goes back to its queue instead of waiting out a reservation nobody holds.
-            await self._services.jobs.hand_back(rows)
+            await self._services.claim.hand_back(rows)
             return protocol.NIL
         if not rows:
             # Pace empty answers even when the fetch returned early (shutting down, database
@@ -234,7 +234,7 @@ class Commands:
         jid = _jid(protocol.load_json(payload, "ACK"), "ACK")
         # Faktory answers OK for an unknown or expired jid too; an attempt that is not this
         # worker's current reservation is left alone.
-        await self._services.jobs.ack_by_worker(jid, session.fetch_wid)
+        await self._services.settle.ack_by_worker(jid, session.fetch_wid)
         return OK
 
     async def _fail(self, session: Session, payload: str) -> bytes:
@@ -249,7 +249,7 @@ class Commands:
             else []
         )
         try:
-            await self._services.jobs.fail_by_worker(
+            await self._services.settle.fail_by_worker(
                 jid, session.fetch_wid, errtype=errtype, message=message, backtrace=backtrace
             )
         except JobNotFound:

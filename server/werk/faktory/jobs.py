@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from werk.domain import job as rules
+from werk.domain.job import JobSpec
 from werk.domain.times import OUT_OF_RANGE, check_time
-from werk.services.jobs import JobSpec
 
 # Faktory's priorities run 1..9 with 5 the default; Werk's default is 0. Faktory's 5 is Werk's 0,
 # so FWP and HTTP jobs of default priority share one FIFO order.

@@ -5,19 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from werk.services.admin import AdminService
+from werk.services.claim import ClaimService
 from werk.services.info import InfoService
-from werk.services.jobs import JobService
 from werk.services.maintenance import Maintenance
 from werk.services.metrics import MetricsService
+from werk.services.push import PushService
 from werk.services.queues import QueueService
 from werk.services.sessions import SessionService
+from werk.services.settle import SettleService
 from werk.services.wakeup import WakeHub
 from werk.services.workers import WorkerService
 
 
 @dataclass(slots=True)
 class Services:
-    jobs: JobService
+    push: PushService
+    claim: ClaimService
+    settle: SettleService
     workers: WorkerService
     info: InfoService
     hub: WakeHub

@@ -369,7 +369,7 @@ async def dead_page(
 @router.get("/jobs/{jid:path}")
 async def job_page(request: Request, services: ServicesDep, user: UserDep, jid: str) -> Response:
     try:
-        job = await services.jobs.get(jid)
+        job = await services.push.get(jid)
     except JobNotFound:
         return render(request, "missing.html", user, status=404, jid=jid)
     return render(

@@ -1,0 +1,190 @@
+"""Settling jobs: ack, fail and extend, by lease (the HTTP API) or by worker (Faktory's wire
+protocol, whose ACK and FAIL carry a jid and no lease)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import orjson
+
+from werk.db import queries
+from werk.domain.clock import Clock
+from werk.domain.job import FailOutcome, FailResult
+from werk.errors import JobNotFound, LeaseLost
+from werk.services.writers import AckWriter
+
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_CANONICAL_UUID = re.compile(_UUID)
+_CANONICAL_UUIDS = re.compile(rf"{_UUID}(?:,{_UUID})*")
+
+
+def _lease_uuid(lease: str) -> str | None:
+    """Leases are UUIDs; anything else cannot be a current lease. Returns the canonical form
+    (what the server hands out passes as is; other spellings of a UUID are parsed)."""
+    if _CANONICAL_UUID.fullmatch(lease):
+        return lease
+    try:
+        return str(uuid.UUID(lease))
+    except ValueError:
+        return None
+
+
+def _with_lease_uuids(acks: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The acks whose lease may be current, each lease in canonical form. When every lease is
+    canonical already (as Werk hands them out), one regex over them all says so instead of a
+    check per lease. As many commas as separators: no lease holds one."""
+    joined = ",".join([lease for _, lease in acks])
+    if joined.count(",") == len(acks) - 1 and _CANONICAL_UUIDS.fullmatch(joined):
+        return list(acks)
+    return [(jid, lid) for jid, lease in acks if (lid := _lease_uuid(lease)) is not None]
+
+
+class SettleService:
+    def __init__(self, pool: asyncpg.Pool, clock: Clock, *, keep_completed: bool) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._keep_completed = keep_completed
+        self._acks = AckWriter(pool, clock, keep_completed=keep_completed)
+
+    async def close(self) -> None:
+        """Give the held connection back (before the pool closes)."""
+        await self._acks.close()
+
+    async def ack(self, jid: str, lease: str) -> None:
+        lease_id = _lease_uuid(lease)
+        if lease_id is not None and (await self._acks.submit(((jid, lease_id),)))[0]:
+            return
+        await self._raise_not_current(jid)
+
+    async def ack_many(self, acks: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+        """Returns (acked jids, jids whose lease was not current)."""
+        valid = _with_lease_uuids(acks)
+        results = await self._acks.submit(valid) if valid else []
+        acked = [jid for (jid, _), ok in zip(valid, results, strict=True) if ok]
+        done = set(acked)
+        if len(done) < len(acked):  # the same jid and lease given twice: say it once
+            acked = list(dict.fromkeys(acked))
+        return acked, [jid for jid, _ in acks if jid not in done]
+
+    async def fail(
+        self,
+        jid: str,
+        lease: str,
+        *,
+        errtype: str,
+        message: str,
+        backtrace: Sequence[str],
+        retry_in: float | None,
+        no_retry: bool,
+    ) -> FailResult:
+        lease_id = _lease_uuid(lease)
+        row = None
+        if lease_id is not None:
+            row = await queries.fail_job(
+                self._pool,
+                self._clock.now(),
+                jid,
+                lease_id,
+                errtype=errtype,
+                message=message,
+                backtrace=backtrace,
+                retry_in=retry_in,
+                no_retry=no_retry,
+            )
+        if row is None:
+            await self._raise_not_current(jid)
+            raise AssertionError("unreachable")
+        return _fail_result(jid, row)
+
+    async def extend(
+        self,
+        jid: str,
+        lease: str,
+        *,
+        reserve_for: int | None,
+        progress: Any,
+        set_progress: bool,
+    ) -> datetime:
+        lease_id = _lease_uuid(lease)
+        expires = None
+        if lease_id is not None:
+            expires = await queries.extend_job(
+                self._pool,
+                self._clock.now(),
+                jid,
+                lease_id,
+                reserve_for=reserve_for,
+                progress_json=orjson.dumps(progress).decode() if set_progress else None,
+                set_progress=set_progress,
+            )
+        if expires is None:
+            await self._raise_not_current(jid)
+            raise AssertionError("unreachable")
+        return expires
+
+    async def _raise_not_current(self, jid: str) -> None:
+        """A lease that is not current is lease_lost whether or not the job is still stored: an
+        ack repeated after its answer was lost must read the same with and without completed-job
+        retention, and as in a batch ack, where such jids are listed under ``lease_lost``."""
+        if await queries.job_exists(self._pool, jid):
+            raise LeaseLost(
+                f"the lease presented for job {jid!r} is not its current lease (it expired, was "
+                "released, or the job was settled already); nothing was changed"
+            )
+        raise LeaseLost(
+            f"no job with jid {jid!r} is stored (completed jobs are deleted at ack, so this "
+            "lease may have been settled already); nothing was changed"
+        )
+
+    # -- settling by worker (Faktory's wire protocol: ACK/FAIL carry a jid, no lease) ----------
+
+    async def ack_by_worker(self, jid: str, wid: str) -> bool:
+        """Complete the attempt worker ``wid`` holds on ``jid``. False (and nothing changed) when
+        the job is not active under that worker: unknown, settled, expired, or re-reserved."""
+        acked = await queries.ack_jobs(
+            self._pool,
+            self._clock.now(),
+            {},
+            keep_completed=self._keep_completed,
+            by_worker={jid: wid},
+        )
+        return jid in acked
+
+    async def fail_by_worker(
+        self, jid: str, wid: str, *, errtype: str, message: str, backtrace: Sequence[str]
+    ) -> FailResult:
+        """Fail the attempt worker ``wid`` holds on ``jid`` under the job's retry policy; raises
+        JobNotFound when the job is not active under that worker (nothing is changed)."""
+        row = await queries.fail_job(
+            self._pool,
+            self._clock.now(),
+            jid,
+            None,
+            errtype=errtype,
+            message=message,
+            backtrace=backtrace,
+            retry_in=None,
+            no_retry=False,
+            wid=wid,
+        )
+        if row is None:
+            raise JobNotFound(f"no job {jid!r} is reserved by worker {wid!r}")
+        return _fail_result(jid, row)
+
+
+_OUTCOMES = {
+    "discard": FailOutcome.DISCARDED,
+    "dead": FailOutcome.DEAD,
+    "retry": FailOutcome.SCHEDULED,
+}
+
+
+def _fail_result(jid: str, row: Any) -> FailResult:
+    outcome = _OUTCOMES[row["outcome"]]
+    next_at = row["run_at"] if outcome is FailOutcome.SCHEDULED else None
+    return FailResult(jid=jid, outcome=outcome, next_at=next_at)
