@@ -18,8 +18,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from werk.api.schemas import check_json
 from werk.domain import job as rules
+from werk.domain.json_values import check_json
 from werk.services.jobs import JobSpec
 
 
@@ -44,7 +44,7 @@ _Lease = Annotated[str, msgspec.Meta(min_length=1, max_length=rules.LEASE_MAX_LE
 
 
 def _no_nul(texts: list[str]) -> bool:
-    """The models' text check (``schemas._check_text``): msgspec already refuses lone
+    """The models' text check (``json_values.check_text``): msgspec already refuses lone
     surrogates, in escapes or as bytes, but not NUL."""
     return "\x00" not in "".join(texts)
 
@@ -64,7 +64,7 @@ class AckBatch(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class _Job(msgspec.Struct, forbid_unknown_fields=True):
-    """``schemas.JobPush`` without ``at``: a job that names a time goes to the model, whose
+    """``bodies.JobPush`` without ``at``: a job that names a time goes to the model, whose
     RFC 3339 reading this need not copy; so does one with null for an optional key other than
     ``jid`` (null means not given: the model drops it)."""
 
