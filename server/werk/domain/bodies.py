@@ -21,7 +21,7 @@ from pydantic import (
 from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
 
 from werk.domain import job as rules
-from werk.domain.json_values import MAX_JSON_DEPTH, NO_NUL, check_json, check_text
+from werk.domain.json_values import INT64, MAX_JSON_DEPTH, NO_NUL, check_json, check_text
 from werk.domain.times import OUT_OF_RANGE, check_time
 
 
@@ -46,7 +46,7 @@ def _time_text(value: Any) -> Any:
 # client generators cannot read (tests/contract/test_schemathesis.py states it as a schema).
 JSON_LIMITS = (
     "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\\u0000), integers within "
-    f"64 bits, finite numbers, nested at most {MAX_JSON_DEPTH} levels."
+    f"{INT64.bit_length()} bits, finite numbers, nested at most {MAX_JSON_DEPTH} levels."
 )
 Json = Annotated[Any, AfterValidator(check_json)]
 JsonArray = Annotated[list[Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]

@@ -46,7 +46,7 @@ def _check_scalar(item: Any) -> None:
         return
     elif isinstance(item, int):
         if not -INT64 <= item < INT64:
-            raise ValueError("integers must fit in 64 bits")
+            raise ValueError(f"integers must fit in {INT64.bit_length()} bits")
     elif isinstance(item, float) and not math.isfinite(item):
         raise ValueError("numbers must be finite (no NaN or Infinity)")
 

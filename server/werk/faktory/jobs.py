@@ -6,7 +6,7 @@ is Faktory's 1..9 and ``retry`` and ``backtrace`` are cut to Werk's bounds."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -42,18 +42,11 @@ def job_spec(raw: Any) -> JobSpec:
         raise InvalidJob(f"jobs must have a jid of at least {rules.JID_MIN_LENGTH} characters")
     if raw.get("args") is None:
         raise InvalidJob("jobs must have an args array (it may be empty)")
-    body = {key: value for key, value in raw.items() if key in JOB_KEYS}
-    if body.get("queue") == "":
-        del body["queue"]
-    if body.get("at") == "":
-        del body["at"]
-    _cut(body, "priority", rules.PRIORITY_MIN, rules.PRIORITY_MAX, -PRIORITY_OFFSET)
-    if _integer(body.get("reserve_for")) == 0:
-        del body["reserve_for"]
-    else:  # (above the maximum is refused by the model)
-        _cut(body, "reserve_for", rules.RESERVE_FOR_MIN, None)
-    _cut(body, "retry", rules.RETRY_MIN, rules.RETRY_MAX)
-    _cut(body, "backtrace", 0, rules.BACKTRACE_MAX_LINES)
+    body: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in JOB_KEYS:
+            faktory = _FAKTORY_RULES.get(key)
+            body[key] = value if faktory is None else faktory(value)
     try:
         return JobSpec(**_JOB.validate_python(body))
     except ValidationError as exc:
@@ -67,13 +60,35 @@ def _integer(value: Any) -> int | None:
     return value if type(value) is int else None
 
 
-def _cut(body: dict[str, Any], key: str, low: int, high: int | None, shift: int = 0) -> None:
-    """Moves an integer ``key`` (plus ``shift``) into [low, high]; any other value is left for
-    the model to refuse."""
-    number = _integer(body.get(key))
-    if number is not None:
-        number = max(number + shift, low)
-        body[key] = number if high is None else min(number, high)
+def _cut(low: int, high: int, shift: int = 0) -> Callable[[Any], Any]:
+    """The rule of a field whose integer (plus ``shift``) Faktory moves into [low, high]; any
+    other value is left for the model to refuse."""
+
+    def rule(value: Any) -> Any:
+        number = _integer(value)
+        return value if number is None else min(max(number + shift, low), high)
+
+    return rule
+
+
+def _reserve_for(value: Any) -> Any:
+    """0 is the default; below the minimum is raised to it (above the maximum is refused)."""
+    number = _integer(value)
+    if number is None:
+        return value
+    return None if number == 0 else max(number, rules.RESERVE_FOR_MIN)
+
+
+# Faktory's reading of a field before the model checks it; None is "not given" (the model's
+# default applies).
+_FAKTORY_RULES: dict[str, Callable[[Any], Any]] = {
+    "queue": lambda value: value or None,
+    "at": lambda value: None if value == "" else value,
+    "priority": _cut(rules.PRIORITY_MIN, rules.PRIORITY_MAX, -PRIORITY_OFFSET),
+    "reserve_for": _reserve_for,
+    "retry": _cut(rules.RETRY_MIN, rules.RETRY_MAX),
+    "backtrace": _cut(0, rules.BACKTRACE_MAX_LINES),
+}
 
 
 def _reason(exc: ValidationError) -> str:
