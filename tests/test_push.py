@@ -10,11 +10,11 @@ import pytest
 from pydantic import TypeAdapter
 
 from tests.support.helpers import count_jobs
-from werk.api import schemas
 from werk.api.jobs_routes import wants_minimal
 from werk.db.pool import connect
 from werk.db.sql import sql
 from werk.domain import job as job_model
+from werk.domain.bodies import JobPush
 from werk.domain.jids import new_jid, new_jids
 from werk.domain.job import JobSpec
 
@@ -366,7 +366,7 @@ async def test_a_pushed_job_is_answered_as_it_is_stored(api):
 def test_the_defaults_the_schema_states_are_the_ones_applied():
     """A pushed job is validated as a dict whose absent fields take JobSpec's defaults; the
     schema states them separately (json_schema_extra), so the two must agree."""
-    properties = TypeAdapter(schemas.JobPush).json_schema()["properties"]
+    properties = TypeAdapter(JobPush).json_schema()["properties"]
     stated = {name: p["default"] for name, p in properties.items() if "default" in p}
     assert set(stated) == {"jid", "queue", "priority", "reserve_for", "at", "retry", "backtrace"}
     spec = JobSpec(jobtype="x")

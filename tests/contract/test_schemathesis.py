@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from tests.support.database import TestDatabases
 from tests.support.server import ServerProcess
-from werk.api.schemas import INT64, NO_NUL
+from werk.domain.json_values import INT64, NO_NUL
 
 OPENAPI = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 TOKEN = "schemathesis-admin-token"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.faktory.fwp import Fwp, job
+from tests.support.helpers import count_jobs
 
 
 async def held_job(fwp: Any) -> dict[str, Any]:
@@ -70,4 +71,24 @@ async def test_names_the_database_cannot_hold_are_refused(
     held = await held_job(fwp)
     assert (held["state"], held["wid"]) == ("active", "nul-w")
     assert str(await conn.cmd("ACK", {"jid": "heldjob-1"})) == "+OK"  # still serving
+    await conn.close()
+
+
+# Times the old FWP reader took (Python's ISO 8601 reading, blanks stripped) but the job model
+# both paths share refuses: not RFC 3339.
+NOT_RFC3339 = ["20300102T030405Z", "2030-01-02T03:04:05+05", " 2030-01-02T03:04:05Z "]
+
+
+@pytest.mark.parametrize("at", NOT_RFC3339)
+async def test_a_time_http_refuses_is_refused_over_fwp(
+    fwp: Any, database_url: str, at: str
+) -> None:
+    r = await fwp.http.post("/v1/jobs", json={"jid": "http-time-1", "jobtype": "t", "at": at})
+    assert r.status_code == 422 and r.json()["code"] == "invalid_request", r.text
+    conn = await Fwp.connect(fwp.port)
+    reply = await conn.cmd("PUSH", job("fwp-time-1", at=at))
+    assert reply.kind == "-" and "invalid at" in str(reply), reply
+    rejected = (await conn.cmd("PUSHB", [job("fwp-time-2"), job("fwp-time-3", at=at)])).json
+    assert list(rejected) == ["fwp-time-3"] and "invalid at" in rejected["fwp-time-3"]
+    assert await count_jobs(database_url) == 1  # fwp-time-2 alone
     await conn.close()

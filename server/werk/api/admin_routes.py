@@ -13,6 +13,7 @@ from werk.api import schemas
 from werk.api.deps import ServicesDep
 from werk.api.views import JSON, job_view
 from werk.domain.job import QUEUE_PATTERN, WorkerState
+from werk.domain.json_values import NO_NUL
 from werk.services.admin import JobAction, JobQuery
 from werk.services.container import Services
 
@@ -21,7 +22,7 @@ router = APIRouter(prefix="/v1", tags=["admin"], responses=schemas.INVALID_REQUE
 JidPath = schemas.JidInPath
 QueuePath = Annotated[str, Path(pattern=QUEUE_PATTERN)]
 QueueQuery = Annotated[str | None, Query(pattern=QUEUE_PATTERN)]
-WidPath = Annotated[str, Path(min_length=1, max_length=100, pattern=schemas.NO_NUL)]
+WidPath = Annotated[str, Path(min_length=1, max_length=100, pattern=NO_NUL)]
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": schemas.Problem, "description": "job_not_found"}
 }
@@ -59,10 +60,10 @@ async def list_jobs(
     services: ServicesDep,
     state: s.StateFilter | None = None,
     queue: QueueQuery = None,
-    jobtype: Annotated[str | None, Query(max_length=200, pattern=schemas.NO_NUL)] = None,
+    jobtype: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
     q: Annotated[
         str | None,
-        Query(max_length=200, pattern=schemas.NO_NUL, description="Text in errtype or message."),
+        Query(max_length=200, pattern=NO_NUL, description="Text in errtype or message."),
     ] = None,
     failed: bool | None = None,
     order: s.Order = "newest",

@@ -7,16 +7,18 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from werk.api.schemas import INTEGRAL, Job, QueueName, RequestBody
+from werk.api.schemas import Job, RequestBody
 from werk.domain import job as rules
+from werk.domain.bodies import INTEGRAL, QueueName
+from werk.domain.json_values import NO_NUL
 
 StateFilter = Literal[
     "scheduled", "retrying", "available", "active", "completed", "dead", "cancelled"
 ]
 Order = Literal["newest", "oldest"]
-SearchText = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00]*$")]
+SearchText = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
 JobtypeFilter = Annotated[
-    str, StringConstraints(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH, pattern=r"^[^\x00]*$")
+    str, StringConstraints(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH, pattern=NO_NUL)
 ]
 
 

@@ -18,9 +18,9 @@ from typing import Annotated, Any
 
 import msgspec
 
-from werk.api.schemas import check_json
 from werk.domain import job as rules
 from werk.domain.job import JobSpec
+from werk.domain.json_values import check_json, check_text
 
 
 def _anchored(pattern: str) -> str:
@@ -43,10 +43,13 @@ _Jid = Annotated[
 _Lease = Annotated[str, msgspec.Meta(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
-def _no_nul(texts: list[str]) -> bool:
-    """The models' text check (``schemas._check_text``): msgspec already refuses lone
-    surrogates, in escapes or as bytes, but not NUL."""
-    return "\x00" not in "".join(texts)
+def _storable(texts: list[str]) -> bool:
+    """The models' text rule (``check_text``; msgspec itself refuses only lone surrogates)."""
+    try:
+        check_text("".join(texts))
+    except ValueError:
+        return False
+    return True
 
 
 class _Ack(msgspec.Struct, forbid_unknown_fields=True):
@@ -64,7 +67,7 @@ class AckBatch(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class _Job(msgspec.Struct, forbid_unknown_fields=True):
-    """``schemas.JobPush`` without ``at``: a job that names a time goes to the model, whose
+    """``bodies.JobPush`` without ``at``: a job that names a time goes to the model, whose
     RFC 3339 reading this need not copy; so does one with null for an optional key other than
     ``jid`` (null means not given: the model drops it)."""
 
@@ -118,7 +121,7 @@ def ack_batch(body: bytes) -> AckBatch | None:
         batch = _decode_acks(body)
     except _REFUSED:
         return None
-    return batch if _no_nul([a.jid for a in batch.acks]) else None
+    return batch if _storable([a.jid for a in batch.acks]) else None
 
 
 def job_batch_push(body: bytes) -> JobBatchPush | None:
@@ -127,7 +130,7 @@ def job_batch_push(body: bytes) -> JobBatchPush | None:
     except _REFUSED:
         return None
     jobs = batch.jobs
-    if not _no_nul([j.jobtype for j in jobs]):
+    if not _storable([j.jobtype for j in jobs]):
         return None
     try:
         for j in jobs:

@@ -11,6 +11,7 @@ from werk.api import fast_bodies, schemas
 from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
 from werk.api.views import JSON, job_view, pushed_view
+from werk.domain.bodies import JobPushBody
 from werk.domain.job import JobSpec
 from werk.errors import InvalidRequest
 
@@ -35,7 +36,7 @@ def wants_minimal(prefer: str) -> bool:
 
 
 @router.post("/jobs", operation_id="jobs-push", status_code=201, response_model=schemas.PushedJob)
-async def push(body: schemas.JobPushBody, services: ServicesDep) -> Response:
+async def push(body: JobPushBody, services: ServicesDep) -> Response:
     """Push one job; answered with the job as stored. Pushing a jid that exists stores nothing
     new and is answered like the first push (201), with `created: false`."""
     result = await services.push.push_one(JobSpec(**body))

@@ -18,6 +18,7 @@ from werk import __version__
 from werk.config import Settings
 from werk.db.failures import is_connection_error
 from werk.domain.job import JobSpec
+from werk.domain.json_values import check_text
 from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
 from werk.faktory import protocol
 from werk.faktory.jobs import (
@@ -427,15 +428,13 @@ def _jid(body: Any, verb: str) -> str:
 
 
 def _storable(texts: list[str], what: str) -> None:
-    """Names that select stored rows must be text PostgreSQL can hold (no NUL, no lone
-    surrogate): no stored row has any other, and the database refuses to compare them."""
+    """Names that select stored rows must be text PostgreSQL can hold: no stored row has any
+    other, and the database refuses to compare them."""
     for text in texts:
-        if "\x00" in text:
-            raise InvalidRequest(f"{what} must not contain NUL characters")
         try:
-            text.encode()
-        except UnicodeEncodeError:
-            raise InvalidRequest(f"{what} must not contain lone surrogates") from None
+            check_text(text)
+        except ValueError as exc:
+            raise InvalidRequest(f"{what} {exc}") from None
 
 
 def _text(value: Any, limit: int) -> str:

@@ -1,30 +1,33 @@
-"""Faktory's job JSON <-> Werk's jobs. Validation follows Faktory where clients rely on it
-(``reserve_for`` below 60 is raised to 60, ``retry`` absent means 25, unknown keys are accepted)
-and Werk's limits elsewhere (the schema's CHECKs)."""
+"""Faktory's job JSON <-> Werk's jobs. A pushed job is validated by the model every adapter
+shares (``domain.bodies.JobPush``), after Faktory's own rules where its clients rely on them:
+``jid`` and ``args`` are required, unknown keys are accepted and dropped, an empty ``queue`` or
+``at`` is not given, ``reserve_for`` 0 is the default and below 60 is raised to 60, ``priority``
+is Faktory's 1..9 and ``retry`` and ``backtrace`` are cut to Werk's bounds."""
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from werk.domain import job as rules
+from werk.domain.bodies import JOB_KEYS, JobPushBody
 from werk.domain.job import JobSpec
-from werk.domain.times import OUT_OF_RANGE, check_time
 
 # Faktory's priorities run 1..9 with 5 the default; Werk's default is 0. Faktory's 5 is Werk's 0,
 # so FWP and HTTP jobs of default priority share one FIFO order.
 PRIORITY_OFFSET = 5
-MAX_JSON_DEPTH = 64
-INT64 = 2**63
 ERRTYPE_MAX = 100
 MESSAGE_MAX = 1000
 BACKTRACE_MAX = 50
 
-_QUEUE = re.compile(rules.QUEUE_PATTERN)
-_JID = re.compile(rules.JID_PATTERN)
+_JOB = TypeAdapter(JobPushBody)
+# What the model's patterns allow, in words (its own message quotes the regular expression).
+_PATTERN_HINTS = {
+    "jid": "use A-Z a-z 0-9, after the first also . _ ~ : @ + = -",
+    "queue": "use 1-100 characters from A-Z a-z 0-9 . _ -",
+}
 
 
 class InvalidJob(ValueError):
@@ -35,148 +38,74 @@ def job_spec(raw: Any) -> JobSpec:
     """Validate one pushed job. Raises InvalidJob with a one-line reason."""
     if not isinstance(raw, dict):
         raise InvalidJob("a job must be a JSON object")
-    jid = raw.get("jid")
-    if not isinstance(jid, str) or len(jid) < rules.JID_MIN_LENGTH:
+    if raw.get("jid") is None:
         raise InvalidJob(f"jobs must have a jid of at least {rules.JID_MIN_LENGTH} characters")
-    if len(jid) > rules.JID_MAX_LENGTH:
-        raise InvalidJob(f"jid is longer than {rules.JID_MAX_LENGTH} characters")
-    if not _JID.fullmatch(jid):
-        raise InvalidJob(
-            f"invalid jid {jid!r}: use A-Z a-z 0-9, after the first also . _ ~ : @ + = -"
-        )
-    jobtype = raw.get("jobtype")
-    if not isinstance(jobtype, str) or not jobtype:
-        raise InvalidJob("jobs must have a jobtype")
-    if len(jobtype) > rules.JOBTYPE_MAX_LENGTH:
-        raise InvalidJob(f"jobtype is longer than {rules.JOBTYPE_MAX_LENGTH} characters")
-    args = raw.get("args")
-    if not isinstance(args, list):
+    if raw.get("args") is None:
         raise InvalidJob("jobs must have an args array (it may be empty)")
-    queue = raw.get("queue") or "default"
-    if not isinstance(queue, str) or not _QUEUE.fullmatch(queue):
-        raise InvalidJob("invalid queue name: use 1-100 characters from A-Z a-z 0-9 . _ -")
-    custom = raw.get("custom")
-    if custom is None:
-        custom = {}
-    if not isinstance(custom, dict):
-        raise InvalidJob("custom must be a JSON object")
-    for name, value in (("jid", jid), ("jobtype", jobtype), ("args", args), ("custom", custom)):
-        problem = _json_problem(value)
-        if problem:
-            raise InvalidJob(f"{name}: {problem}")
-    return JobSpec(
-        jid=jid,
-        jobtype=jobtype,
-        args=args,
-        queue=queue,
-        priority=_priority(raw.get("priority")),
-        reserve_for=_reserve_for(raw.get("reserve_for")),
-        retry=_retry(raw.get("retry")),
-        backtrace=_int_field(raw.get("backtrace"), "backtrace", 0, 0, rules.BACKTRACE_MAX_LINES),
-        custom=custom,
-        at=_at(raw.get("at")),
-    )
+    body: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in JOB_KEYS:
+            faktory = _FAKTORY_RULES.get(key)
+            body[key] = value if faktory is None else faktory(value)
+    try:
+        return JobSpec(**_JOB.validate_python(body))
+    except ValidationError as exc:
+        raise InvalidJob(_reason(exc)) from None
 
 
-def _int_value(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidJob(f"{name} must be an integer")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise InvalidJob(f"{name} must be an integer")
+def _integer(value: Any) -> int | None:
+    """``value`` as an integer when it is a number without a fraction, else None."""
+    if type(value) is float and value.is_integer():
         return int(value)
-    number: int = value
-    return number
+    return value if type(value) is int else None
 
 
-def _int_field(value: Any, name: str, default: int, low: int, high: int) -> int:
-    if value is None:
-        return default
-    return min(max(_int_value(value, name), low), high)
+def _cut(low: int, high: int, shift: int = 0) -> Callable[[Any], Any]:
+    """The rule of a field whose integer (plus ``shift``) Faktory moves into [low, high]; any
+    other value is left for the model to refuse."""
+
+    def rule(value: Any) -> Any:
+        number = _integer(value)
+        return value if number is None else min(max(number + shift, low), high)
+
+    return rule
 
 
-def _priority(value: Any) -> int:
-    if value is None:
-        return 0
-    werk = _int_value(value, "priority") - PRIORITY_OFFSET
-    return min(max(werk, rules.PRIORITY_MIN), rules.PRIORITY_MAX)
+def _reserve_for(value: Any) -> Any:
+    """0 is the default; below the minimum is raised to it (above the maximum is refused)."""
+    number = _integer(value)
+    if number is None:
+        return value
+    return None if number == 0 else max(number, rules.RESERVE_FOR_MIN)
 
 
-def _reserve_for(value: Any) -> int:
-    if value is None:
-        return rules.RESERVE_FOR_DEFAULT
-    seconds = _int_value(value, "reserve_for")
-    if seconds == 0:
-        return rules.RESERVE_FOR_DEFAULT
-    if seconds > rules.RESERVE_FOR_MAX:
-        raise InvalidJob(f"reserve_for must be at most {rules.RESERVE_FOR_MAX} seconds")
-    return max(seconds, rules.RESERVE_FOR_MIN)
+# Faktory's reading of a field before the model checks it; None is "not given" (the model's
+# default applies).
+_FAKTORY_RULES: dict[str, Callable[[Any], Any]] = {
+    "queue": lambda value: value or None,
+    "at": lambda value: None if value == "" else value,
+    "priority": _cut(rules.PRIORITY_MIN, rules.PRIORITY_MAX, -PRIORITY_OFFSET),
+    "reserve_for": _reserve_for,
+    "retry": _cut(rules.RETRY_MIN, rules.RETRY_MAX),
+    "backtrace": _cut(0, rules.BACKTRACE_MAX_LINES),
+}
 
 
-def _retry(value: Any) -> int:
-    if value is None:
-        return rules.RETRY_DEFAULT
-    retry = _int_value(value, "retry")
-    return -1 if retry < 0 else min(retry, rules.RETRY_MAX)
-
-
-def _at(value: Any) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise InvalidJob("at must be an RFC 3339 timestamp string")
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidJob(f"invalid at {value!r}: use RFC 3339, e.g. 2030-01-02T03:04:05Z") from None
-    if at.tzinfo is None:
-        raise InvalidJob(f"invalid at {value!r}: it needs a time zone (Z or +hh:mm)")
-    try:
-        return check_time(at)
-    except ValueError:
-        raise InvalidJob(f"invalid at {value!r}: it {OUT_OF_RANGE}") from None
-
-
-def _json_problem(value: Any) -> str | None:
-    """What PostgreSQL's jsonb cannot store faithfully (NUL characters, integers beyond 64 bits,
-    non-finite numbers, deep nesting), or None."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_JSON_DEPTH:
-            return f"nested deeper than {MAX_JSON_DEPTH} levels"
-        if isinstance(item, str):
-            if "\x00" in item:
-                return "strings must not contain NUL characters"
-            if not _is_unicode(item):
-                return "strings must not contain lone surrogates (\\ud800-\\udfff)"
-        elif isinstance(item, bool) or item is None:
-            continue
-        elif isinstance(item, int):
-            if not -INT64 <= item < INT64:
-                return "integers must fit in 64 bits"
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return "numbers must be finite"
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, dict):
-            for k, v in item.items():
-                if "\x00" in k or not _is_unicode(k):
-                    return "keys must not contain NUL characters or lone surrogates"
-                stack.append((v, depth + 1))
-    return None
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+def _reason(exc: ValidationError) -> str:
+    """The first error as one line naming the field."""
+    error = exc.errors(include_url=False)[0]
+    field = str(error["loc"][0]) if error["loc"] else "job"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "missing":
+        return f"jobs must have a {field}"
+    if field in ("args", "custom"):
+        return f"{field}: {message}"
+    if error["type"] == "string_pattern_mismatch":
+        message = _PATTERN_HINTS.get(field, message)
+    shown = repr(error["input"])
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"invalid {field} {shown}: {message}"
 
 
 def faktory_job(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,185 @@
+"""The pushed job as every adapter takes it: one model, validated by the HTTP routes (and stated
+in their OpenAPI document) and by FWP's PUSH and PUSHB, with the field types the other request
+bodies share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Annotated, Any, NotRequired
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    with_config,
+)
+from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
+
+from werk.domain import job as rules
+from werk.domain.json_values import INT64, MAX_JSON_DEPTH, NO_NUL, check_json, check_text
+from werk.domain.times import OUT_OF_RANGE, check_time
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type and JSON Schema counts 31.0 as an integer."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+# After a request integer's bounds (pydantic states bounds before a validator wrongly in the
+# schema): strict still (no strings, no booleans), but a number with no fraction counts.
+INTEGRAL = BeforeValidator(_integral)
+
+
+def _time_text(value: Any) -> Any:
+    """Lax parsing turns a string into a time, but a number is no time."""
+    if value is not None and not isinstance(value, str | datetime):
+        raise ValueError("a time is an RFC 3339 string, e.g. 2030-01-02T03:04:05Z")
+    return value
+
+
+# What check_json accepts, in words: JSON Schema could say it only recursively, which several
+# client generators cannot read (tests/contract/test_schemathesis.py states it as a schema).
+JSON_LIMITS = (
+    "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\\u0000), integers within "
+    f"{INT64.bit_length()} bits, finite numbers, nested at most {MAX_JSON_DEPTH} levels."
+)
+Json = Annotated[Any, AfterValidator(check_json)]
+JsonArray = Annotated[list[Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]
+# The rule check_text enforces, stated in the schema (validation stays check_text's).
+Text = Annotated[str, AfterValidator(check_text), Field(json_schema_extra={"pattern": NO_NUL})]
+QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
+# The jid of a job to store.
+Jid = Annotated[
+    str,
+    StringConstraints(
+        min_length=rules.JID_MIN_LENGTH,
+        max_length=rules.JID_MAX_LENGTH,
+        pattern=rules.JID_PATTERN,
+    ),
+]
+
+
+# Many generated clients send an optional field they were not given as null: in every request
+# body, null on an optional field means "not given" (its default applies), and the schema
+# declares those fields nullable so that such clients may.
+
+
+def without_nulls(data: Any, optional: Iterable[str]) -> Any:
+    """``data`` (a request body) without the ``optional`` keys whose value is null."""
+    if type(data) is dict and None in data.values():  # (parsed JSON: no value equals None)
+        keep = set(data) - set(optional)
+        return {k: v for k, v in data.items() if v is not None or k in keep}
+    return data
+
+
+def _declare_nulls(schema: dict[str, Any], *_: Any) -> None:
+    """json_schema_extra of request bodies: each optional property also allows null."""
+    required = set(schema.get("required", ()))
+    properties: dict[str, dict[str, Any]] = schema.get("properties", {})
+    for name, prop in properties.items():
+        meta: dict[str, Any] = {
+            k: prop[k] for k in ("title", "description", "default") if k in prop
+        }
+        shape = {k: v for k, v in prop.items() if k not in meta}
+        alternatives = shape.get("anyOf", [shape])
+        if name in required or not shape or {"type": "null"} in alternatives:
+            continue  # required, any JSON value (null included), or nullable already
+        properties[name] = {"anyOf": [shape, {"type": "null"}], **meta}
+
+
+# Every request body: strict, no unknown keys, optional fields nullable in the schema.
+STRICT = ConfigDict(strict=True, extra="forbid", json_schema_extra=_declare_nulls)
+
+
+def _absent_means(default: Any, **constraints: Any) -> Any:
+    """The Field of a key a job may leave out: the schema states the default that JobSpec then
+    applies (tests/test_push.py checks the two agree)."""
+    return Field(json_schema_extra={"default": default}, **constraints)
+
+
+# A dict, not a model: validating a batch then builds no model object per job.
+@with_config(STRICT)
+class JobPush(TypedDict):
+    """A job to push. Only ``jobtype`` is required."""
+
+    jid: NotRequired[
+        Annotated[
+            Jid,
+            _absent_means(
+                None,
+                description="Unique id; generated when absent. Re-pushing an "
+                "existing jid stores nothing new and returns the stored job.",
+            ),
+        ]
+    ]
+    jobtype: Annotated[Text, Field(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH)]
+    args: NotRequired[JsonArray]
+    queue: NotRequired[Annotated[QueueName, _absent_means("default")]]
+    priority: NotRequired[
+        Annotated[
+            int,
+            _absent_means(
+                0,
+                ge=rules.PRIORITY_MIN,
+                le=rules.PRIORITY_MAX,
+                description="Higher runs first within a queue.",
+            ),
+            INTEGRAL,
+        ]
+    ]
+    reserve_for: NotRequired[
+        Annotated[
+            int,
+            _absent_means(
+                rules.RESERVE_FOR_DEFAULT,
+                ge=rules.RESERVE_FOR_MIN,
+                le=rules.RESERVE_FOR_MAX,
+                description="Seconds a fetched job stays leased before it expires.",
+            ),
+            INTEGRAL,
+        ]
+    ]
+    # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
+    at: NotRequired[
+        Annotated[
+            Annotated[AwareDatetime, AfterValidator(check_time)],
+            _absent_means(
+                None,
+                strict=False,
+                description="Run no earlier than this (RFC 3339 with a time zone); it "
+                f"{OUT_OF_RANGE}.",
+            ),
+            BeforeValidator(_time_text),
+        ]
+    ]
+    retry: NotRequired[
+        Annotated[
+            int,
+            _absent_means(
+                rules.RETRY_DEFAULT,
+                ge=rules.RETRY_MIN,
+                le=rules.RETRY_MAX,
+                description="Retries before dead; 0 discards on failure, -1 is dead on the "
+                "first failure.",
+            ),
+            INTEGRAL,
+        ]
+    ]
+    backtrace: NotRequired[
+        Annotated[int, _absent_means(0, ge=0, le=rules.BACKTRACE_MAX_LINES), INTEGRAL]
+    ]
+    custom: NotRequired[JsonObject]
+
+
+JOB_KEYS = frozenset(JobPush.__annotations__)
+# (``__optional_keys__`` misses NotRequired in the postponed annotations of this module.)
+_JOB_OPTIONAL = JOB_KEYS - set(TypeAdapter(JobPush).json_schema()["required"])
+# The pushed job as adapters take it: JobPush with its null optional keys dropped (a
+# TypedDict has no validators of its own).
+JobPushBody = Annotated[JobPush, BeforeValidator(lambda data: without_nulls(data, _JOB_OPTIONAL))]
