@@ -19,7 +19,6 @@ from werk.api import (
     jobs_routes,
     metrics_routes,
     problems,
-    proxies,
     system_routes,
     work_routes,
 )
@@ -34,6 +33,7 @@ from werk.db.migrate import migrate
 from werk.db.pool import connect, create_pool
 from werk.domain.clock import Clock, DatabaseClock
 from werk.faktory.server import FaktoryServer
+from werk.http import proxies
 from werk.services.admin import AdminService
 from werk.services.claim import ClaimService
 from werk.services.container import Services
@@ -120,7 +120,12 @@ def create_app(
         if background:
             services.maintenance.start()
         # Faktory's wire protocol, in this event loop, over the same services.
-        faktory = FaktoryServer(settings, services, FaktoryOps(admin_pool, clock, hub))
+        faktory = FaktoryServer(
+            settings,
+            services,
+            FaktoryOps(admin_pool, clock, hub),
+            unavailable=CONNECTION_ERRORS,
+        )
         app.state.faktory = faktory
         try:
             await faktory.start()

@@ -54,7 +54,7 @@ class WerkServer(uvicorn.Server):
                 timeout_keep_alive=KEEP_ALIVE_SECONDS,
                 access_log=settings.log_level == "debug",
                 server_header=False,
-                # X-Forwarded-* count only from WERK_TRUSTED_PROXIES (werk.api.proxies), not from
+                # X-Forwarded-* count only from WERK_TRUSTED_PROXIES (werk.http.proxies), not from
                 # every loopback client as uvicorn's default would have it.
                 proxy_headers=False,
             )

@@ -11,8 +11,8 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from werk.domain.bodies import JobPushBody
+from werk.domain.job import JobSpec
 from werk.faktory.jobs import InvalidJob, job_spec
-from werk.services.jobs import JobSpec
 
 HTTP = TypeAdapter(JobPushBody)
 

@@ -44,7 +44,7 @@ async def test_the_default_port_in_use_only_warns(database_url, caplog):
             pass  # already taken by someone else: just as good for this test
         else:
             taken.listen()
-        server = FaktoryServer(settings, services=None, ops=None)  # type: ignore[arg-type]
+        server = FaktoryServer(settings, services=None, ops=None, unavailable=())  # type: ignore[arg-type]
         with caplog.at_level(logging.WARNING, logger="werk.faktory.server"):
             assert await server.start() is False
         assert "FWP) is off" in caplog.text
@@ -53,10 +53,10 @@ async def test_the_default_port_in_use_only_warns(database_url, caplog):
 
 def test_public_address_without_password_is_refused(make_settings):
     fields = {"faktory_port": 1, "faktory_host": "0.0.0.0"}
-    server = FaktoryServer(make_settings(**fields), services=None, ops=None)  # type: ignore[arg-type]
+    server = FaktoryServer(make_settings(**fields), services=None, ops=None, unavailable=())  # type: ignore[arg-type]
     assert "without a password" in (server.check() or "")
     with_password = make_settings(**fields, faktory_password="pw")
-    assert FaktoryServer(with_password, None, None).check() is None  # type: ignore[arg-type]
+    assert FaktoryServer(with_password, None, None, unavailable=()).check() is None  # type: ignore[arg-type]
 
 
 async def test_shutdown_closes_idle_connections_and_finishes_busy_ones(make_settings, clock):
@@ -95,10 +95,10 @@ def test_bearer_tokens_without_an_fwp_password_keep_fwp_off(make_settings):
     """FWP's handshake cannot check a token (Werk keeps only token hashes), so with tokens
     configured FWP needs its own password rather than running open."""
     tokens = [{"name": "ops", "token": "t" * 32, "scopes": ["admin"]}]
-    server = FaktoryServer(make_settings(tokens=tokens), None, None)  # type: ignore[arg-type]
+    server = FaktoryServer(make_settings(tokens=tokens), None, None, unavailable=())  # type: ignore[arg-type]
     assert "WERK_FAKTORY_PASSWORD" in (server.check() or "")
     with_password = make_settings(tokens=tokens, faktory_password="pw")
-    assert FaktoryServer(with_password, None, None).check() is None  # type: ignore[arg-type]
+    assert FaktoryServer(with_password, None, None, unavailable=()).check() is None  # type: ignore[arg-type]
 
 
 async def test_explicit_port_with_tokens_and_no_password_fails_the_start(make_settings, clock):

@@ -10,12 +10,13 @@ from starlette.responses import Response
 
 from werk.api import admin_schemas as s
 from werk.api import schemas
-from werk.api.deps import ServicesDep
-from werk.api.views import JSON, job_view
+from werk.api.responses import JSON
 from werk.domain.job import QUEUE_PATTERN, WorkerState
 from werk.domain.json_values import NO_NUL
+from werk.http.deps import ServicesDep
 from werk.services.admin import JobAction, JobQuery
 from werk.services.container import Services
+from werk.services.views import job_view
 
 router = APIRouter(prefix="/v1", tags=["admin"], responses=schemas.INVALID_REQUEST)
 

@@ -28,10 +28,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from werk.api.auth import Authenticator
 from werk.api.limits import replaying
 from werk.config import Scope as AuthScope
 from werk.domain import job as rules
+from werk.services.access import Authenticator
 from werk.services.metrics import RequestDurations
 
 Endpoint = Callable[..., Awaitable[Response]]

@@ -8,12 +8,13 @@ from fastapi import APIRouter, Header
 from starlette.responses import Response
 
 from werk.api import fast_bodies, schemas
-from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
-from werk.api.views import JSON, job_view, pushed_view
+from werk.api.responses import JSON
 from werk.domain.bodies import JobPushBody
 from werk.domain.job import JobSpec
 from werk.errors import InvalidRequest
+from werk.http.deps import ServicesDep, SettingsDep
+from werk.services.views import job_view, pushed_view
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=schemas.INVALID_REQUEST)
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from werk.api.deps import ServicesDep
+from werk.http.deps import ServicesDep
 from werk.services.metrics import CONTENT_TYPE, RequestDurations
 
 router = APIRouter(tags=["system"])

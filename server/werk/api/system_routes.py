@@ -8,10 +8,10 @@ from fastapi import APIRouter
 from starlette.responses import Response
 
 from werk.api import schemas
-from werk.api.deps import ServicesDep
 from werk.api.problems import werk_problem
-from werk.api.views import JSON
+from werk.api.responses import JSON
 from werk.errors import DatabaseUnavailable
+from werk.http.deps import ServicesDep
 
 router = APIRouter(tags=["system"])
 

@@ -10,11 +10,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from werk.api import fast_bodies, schemas
-from werk.api.deps import ServicesDep, SettingsDep
 from werk.api.direct import DirectRoute
 from werk.api.disconnect import disconnection
-from werk.api.views import JSON, fetched_view
+from werk.api.responses import JSON
 from werk.errors import InvalidRequest
+from werk.http.deps import ServicesDep, SettingsDep
+from werk.services.views import fetched_view
 
 router = APIRouter(prefix="/v1", tags=["work"], responses=schemas.INVALID_REQUEST)
 

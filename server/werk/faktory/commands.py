@@ -16,7 +16,6 @@ from typing import Any
 
 from werk import __version__
 from werk.config import Settings
-from werk.db.failures import is_connection_error
 from werk.domain.job import JobSpec
 from werk.domain.json_values import check_text
 from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
@@ -77,12 +76,14 @@ class Commands:
         ops: FaktoryOps,
         stats: Stats,
         known_worker: Callable[[str], bool],
+        unavailable: tuple[type[Exception], ...],
     ) -> None:
         self._settings = settings
         self._services = services
         self._ops = ops
         self._stats = stats
         self._known_worker = known_worker
+        self._unavailable = unavailable
         self._handlers: dict[str, Callable[[Session, str], Awaitable[bytes]]] = {
             "PUSH": self._push,
             "PUSHB": self._pushb,
@@ -136,7 +137,7 @@ class Commands:
                     wid, hostname=session.hostname, pid=session.pid, labels=session.labels
                 )
             except Exception as exc:
-                if not is_connection_error(exc):
+                if not isinstance(exc, self._unavailable):
                     raise
                 log.warning("FWP HELLO failed, the database is unavailable: %s", exc)
                 raise ProtocolError("the database is unavailable; try again", close=True) from None
@@ -164,7 +165,7 @@ class Commands:
                 log.warning("FWP %s: %s", command.verb, exc.detail)
             return protocol.error(exc.detail)
         except Exception as exc:
-            if is_connection_error(exc):
+            if isinstance(exc, self._unavailable):
                 log.warning("FWP %s failed, the database is unavailable: %s", command.verb, exc)
                 return protocol.error("the database is unavailable; try again")
             log.exception("FWP %s failed", command.verb)

@@ -11,11 +11,11 @@ import logging
 import socket
 from collections import Counter
 
-from werk.api.auth import FailureLimiter
 from werk.config import Settings
 from werk.faktory import protocol
 from werk.faktory.commands import Commands, Session, Stats
 from werk.faktory.protocol import Challenge, Command, PasswordRejected, ProtocolError
+from werk.services.access import FailureLimiter
 from werk.services.container import Services
 from werk.services.faktory_ops import FaktoryOps
 
@@ -39,12 +39,26 @@ class _Connection:
 
 
 class FaktoryServer:
-    def __init__(self, settings: Settings, services: Services, ops: FaktoryOps) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        services: Services,
+        ops: FaktoryOps,
+        *,
+        unavailable: tuple[type[Exception], ...],
+    ) -> None:
+        """``unavailable``: the exception types that mean the database is away (answered with
+        an ``-ERR`` to try again)."""
         self._settings = settings
         self.stats = Stats()
         self._workers: Counter[str] = Counter()  # wid -> open connections that said HELLO with it
         self._commands = Commands(
-            settings, services, ops, self.stats, known_worker=lambda wid: wid in self._workers
+            settings,
+            services,
+            ops,
+            self.stats,
+            known_worker=lambda wid: wid in self._workers,
+            unavailable=unavailable,
         )
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], _Connection] = {}

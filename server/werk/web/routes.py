@@ -16,12 +16,13 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from werk.api.auth import Authenticator, Principal, client_address
-from werk.api.deps import ServicesDep
-from werk.api.views import dumps, job_view
 from werk.domain.job import WorkerState
 from werk.errors import InvalidRequest, JobNotFound, TooManyAuthFailures, WerkError
+from werk.http.deps import ServicesDep
+from werk.http.proxies import client_address
+from werk.services.access import Authenticator, Principal
 from werk.services.admin import JobAction, JobQuery
+from werk.services.views import dumps, job_view
 from werk.web import charts
 from werk.web.security import (
     SESSION_COOKIE,

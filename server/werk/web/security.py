@@ -12,9 +12,9 @@ from fastapi import FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from werk.api.auth import Authenticator, Principal
-from werk.api.proxies import forwarded
 from werk.errors import Forbidden
+from werk.http.proxies import forwarded
+from werk.services.access import Authenticator, Principal
 from werk.services.container import Services
 
 SESSION_COOKIE = "werk_session"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -24,6 +25,11 @@ FORWARDED_KEY = "werk.forwarded"
 
 def forwarded(scope: Scope) -> bool:
     return bool(scope.get(FORWARDED_KEY))
+
+
+def client_address(request: Request) -> str:
+    """The peer's address, or behind a trusted proxy the one it forwarded for."""
+    return request.client.host if request.client else "unknown"
 
 
 def wrap(app: ASGIApp, proxies: Sequence[Network]) -> ASGIApp:

@@ -1,5 +1,6 @@
-"""Renders stored rows on the wire. orjson does the encoding: datetimes as RFC 3339, UTC written
-``Z`` (what schema-generated validators such as zod's ``datetime()`` accept)."""
+"""Renders stored rows as the API and the dashboard show them. orjson does the encoding: datetimes
+as RFC 3339, UTC written ``Z`` (what schema-generated validators such as zod's ``datetime()``
+accept)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from starlette.responses import Response
 
 from werk.domain.job import PushResult, retries_remaining
-
-
-class JSON(Response):
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return dumps(content)
 
 
 def dumps(value: Any, option: int = 0) -> bytes:
