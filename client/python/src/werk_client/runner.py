@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from .failures import FailureReport, describe_failure
 from .process_mode import ProcessRunner
-from .registry import Handler, Middleware, Registry
+from .registry import Middleware, Registry
 from .running import RunningJob
 from .threads import DaemonThreadPool
 from .worker_config import WorkerConfig
@@ -58,19 +58,8 @@ class Runner:
                 f"(it handles: {', '.join(self._registry.jobtypes) or 'nothing'})",
                 backtrace=[],
             )
-        try:
-            await self._invoke(run, run.handler)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            return describe_failure(exc, self._max_lines(run))
-        return None
+        handler = run.handler
 
-    def _max_lines(self, run: RunningJob) -> int:
-        """Backtrace lines to send: the job's own limit, within the worker's."""
-        return min(run.record.backtrace or self._backtrace_lines, self._backtrace_lines)
-
-    async def _invoke(self, run: RunningJob, handler: Handler) -> None:
         async def execute() -> None:
             if self._processes is not None:
                 await self._processes.run(handler, run.record, self._max_lines(run))
@@ -86,7 +75,17 @@ class Runner:
         chain: Callable[[], Awaitable[None]] = execute
         for middleware in reversed(self._middleware):
             chain = functools.partial(middleware, run.job, chain)
-        await chain()
+        try:
+            await chain()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            return describe_failure(exc, self._max_lines(run))
+        return None
+
+    def _max_lines(self, run: RunningJob) -> int:
+        """Backtrace lines to send: the job's own limit, within the worker's."""
+        return min(run.record.backtrace or self._backtrace_lines, self._backtrace_lines)
 
     def abandon(self, run: RunningJob) -> None:
         """The job was taken away while its handler runs: a thread cannot be stopped, so the

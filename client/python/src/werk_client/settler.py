@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .acks import AckBatcher
 from .async_client import AsyncClient
@@ -53,8 +53,8 @@ class Settler:
         self._shutting_down = shutting_down
         self._log = log
 
-    async def _try_hard(self, send: Callable[[], Awaitable[T]]) -> T:
-        """``send()``, tried again after a backoff while the server cannot be reached.
+    async def _try_hard(self, send: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``send(*args)``, tried again after a backoff while the server cannot be reached.
 
         Raises the last error once the attempts are spent (fewer while shutting down, so an
         outage cannot hold the exit for long), and at once what retrying cannot change.
@@ -62,23 +62,22 @@ class Settler:
         attempts = _ATTEMPTS_SHUTTING_DOWN if self._shutting_down() else _ATTEMPTS
         for attempt in range(attempts - 1):
             try:
-                return await send()
+                return await send(*args)
             except (LeaseLost, JobNotFound, ValidationError):
                 raise
             except WerkError:
                 await asyncio.sleep(min(_BACKOFF_CAP, 0.5 * 2**attempt))
-        return await send()
+        return await send(*args)
 
-    async def _ack(self, run: RunningJob) -> bool:
-        if self._acker is not None:
-            return await self._acker.ack(run.record.jid, run.lease)
-        await self._client.ack(run.record.jid, run.lease)
+    async def _ack_alone(self, jid: str, lease: str) -> bool:
+        await self._client.ack(jid, lease)
         return True
 
     async def ack(self, run: RunningJob) -> bool:
         duration_ms = _duration_ms(run)
         try:
-            acked = await self._try_hard(lambda: self._ack(run))
+            send = self._acker.ack if self._acker is not None else self._ack_alone
+            acked = await self._try_hard(send, run.record.jid, run.lease)
         except (LeaseLost, JobNotFound):
             acked = False
         except WerkError as exc:
@@ -102,11 +101,11 @@ class Settler:
         report = report.sanitized()
         try:
             try:
-                result = await self._try_hard(lambda: self._fail(run, report))
+                result = await self._try_hard(self._fail, run, report)
             except ValidationError:
                 # Should never happen; still, a recorded failure beats a lost one.
                 report = replace(report, message=_REFUSED, backtrace=[])
-                result = await self._try_hard(lambda: self._fail(run, report))
+                result = await self._try_hard(self._fail, run, report)
         except ValidationError as exc:
             self._log.error("server refused the failure report: %s", exc, extra=run.fields())
             return False
