@@ -345,12 +345,12 @@ class Worker:
             try:
                 report = await self._runner.run(run)
             except asyncio.CancelledError:
-                if run.done:
+                if run.lost or run.settled:
                     return
                 raise
             finally:
                 self._jobs.handled(run)
-            if run.done:
+            if run.lost or run.settled:
                 return
             run.settled = True
             if report is None:
