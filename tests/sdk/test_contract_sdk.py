@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import json
 import secrets
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,8 @@ def as_json(value: Any) -> Any:
     """A typed result back in its wire shape, for the scenario's matcher."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: as_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, datetime):
-        return value.isoformat()
+    if isinstance(value, datetime):  # the server writes UTC with a Z
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
     if isinstance(value, list):
         return [as_json(v) for v in value]
     if isinstance(value, dict):

@@ -316,3 +316,81 @@ def test_a_string_is_not_taken_for_a_list_of_arguments():
     transport = httpx.MockTransport(lambda r: httpx.Response(500))
     with Client("http://werk.test", transport=transport) as c, pytest.raises(TypeError):
         c.push("t", "abc")
+
+
+def _settler(handler, *, shutting_down: bool = False, batch_ack: bool = False):
+    """A ``Settler`` over a scripted transport, and a leased job for it to settle."""
+    import logging
+
+    from werk_client.lease_keeper import LeaseKeeper
+    from werk_client.models import JobRecord
+    from werk_client.retry import NO_RETRY
+    from werk_client.running import RunningJob
+    from werk_client.settler import Settler
+
+    log = logging.getLogger("werk_client.worker")
+    client = AsyncClient("http://werk.test", retry=NO_RETRY, transport=httpx.MockTransport(handler))
+    keeper = LeaseKeeper(client, asyncio.get_running_loop(), 1 / 3, log, on_lost=lambda run: None)
+    record = JobRecord.from_wire({**JOB, "state": "active", "attempt": 1, "lease": "L1"})
+    settler = Settler(client, batch_ack=batch_ack, shutting_down=lambda: shutting_down, log=log)
+    return client, settler, RunningJob(record, None, keeper, log)
+
+
+async def test_an_ack_rides_out_an_outage_and_is_given_up_sooner_while_shutting_down(caplog):
+    from werk_client.failures import FailureReport
+
+    caplog.set_level("INFO", logger="werk_client.worker")
+    answers = [problem(503, "database_unavailable"), problem(503, "database_unavailable")]
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if answers:
+            return answers.pop(0)
+        return httpx.Response(200, json={"acked": [JOB["jid"]], "lease_lost": []})
+
+    client, settler, run = _settler(handler, batch_ack=True)
+    async with client:
+        assert await settler.ack(run) is True
+    assert seen == ["/v1/ack"] * 3 and "job done" in caplog.text
+
+    seen.clear()
+    client, settler, run = _settler(
+        lambda r: seen.append(r.url.path) or problem(503, "database_unavailable"),
+        shutting_down=True,
+    )
+    async with client:
+        assert await settler.ack(run) is False
+        assert await settler.fail(run, FailureReport("E", "m", [])) is False
+    ack_path, fail_path = f"/v1/jobs/{JOB['jid']}/ack", f"/v1/jobs/{JOB['jid']}/fail"
+    assert seen == [ack_path] * 3 + [fail_path] * 3
+    assert "ack failed" in caplog.text and "could not report failure" in caplog.text
+
+
+async def test_a_refused_failure_report_is_sent_again_without_its_details(caplog):
+    from werk_client.failures import FailureReport
+
+    bodies: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        if len(bodies) == 1:
+            return problem(422, "invalid_request")
+        return httpx.Response(200, json={"jid": JOB["jid"], "state": "scheduled"})
+
+    client, settler, run = _settler(handler)
+    async with client:
+        assert await settler.fail(run, FailureReport("Boom", "details", ["line"])) is True
+    assert [b["message"] for b in bodies] == [
+        "details",
+        "(the failure details were refused by the server)",
+    ]
+    assert bodies[1]["backtrace"] == [] and bodies[1]["errtype"] == "Boom"
+
+    bodies.clear()
+    client, settler, run = _settler(
+        lambda r: bodies.append(json.loads(r.content)) or problem(422, "invalid_request")
+    )
+    async with client:
+        assert await settler.fail(run, FailureReport("Boom", "details", ["line"])) is False
+    assert len(bodies) == 2 and "server refused the failure report" in caplog.text

@@ -8,9 +8,10 @@ because they are the same for every job and would only push the useful lines out
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from .control import NoRetry, RetryIn
 from .registry import Handler
@@ -40,6 +41,10 @@ class FailureReport:
     backtrace: list[str]
     retry_in: float | None = None
     retry: bool | None = None
+
+    def request_fields(self) -> dict[str, Any]:
+        """The report as the keyword arguments of ``fail``."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def sanitized(self) -> FailureReport:
         """The same report within the server's limits (any text the handler produced fits)."""

@@ -1,0 +1,99 @@
+"""Running a job's handler inside the middleware chain, and turning its outcome into a report.
+
+``async def`` handlers run as tasks on the worker's loop, plain ones on daemon threads (see
+``threads``), and with ``process`` every job runs in a child process of its own (see
+``process_mode``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+
+from .failures import FailureReport, describe_failure
+from .process_mode import ProcessRunner
+from .registry import Middleware, Registry
+from .running import RunningJob
+from .threads import DaemonThreadPool
+from .worker_config import WorkerConfig
+
+__all__ = ["Runner"]
+
+
+class Runner:
+    """Runs handlers for a worker; ``close`` once the worker stops."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        middleware: Sequence[Middleware],
+        config: WorkerConfig,
+        *,
+        url: str,
+        token: str | None,
+        preload: Sequence[str],
+    ) -> None:
+        self._registry = registry
+        self._middleware = list(middleware)
+        self._backtrace_lines = config.backtrace_lines
+        self._threads = DaemonThreadPool(config.concurrency)
+        self._processes = (
+            ProcessRunner(url=url, token=token, max_workers=config.concurrency, preload=preload)
+            if config.process
+            else None
+        )
+
+    async def run(self, run: RunningJob) -> FailureReport | None:
+        """Run the job's handler: None if it returned, else what to report as its failure.
+
+        Cancellation (shutdown, lost lease) propagates.
+        """
+        if run.handler is None:
+            return FailureReport(
+                errtype="UnknownJobType",
+                message=f"no handler for jobtype {run.record.jobtype!r} on this worker "
+                f"(it handles: {', '.join(self._registry.jobtypes) or 'nothing'})",
+                backtrace=[],
+            )
+        handler = run.handler
+
+        async def execute() -> None:
+            if self._processes is not None:
+                await self._processes.run(handler, run.record, self._max_lines(run))
+            elif handler.is_async:
+                await handler.call(run.record.args, run.job)
+            else:
+                context = contextvars.copy_context()
+                call = functools.partial(context.run, handler.call, run.record.args, run.job)
+                result = await asyncio.wrap_future(self._threads.submit(call))
+                if inspect.isawaitable(result):
+                    await result
+
+        chain: Callable[[], Awaitable[None]] = execute
+        for middleware in reversed(self._middleware):
+            chain = functools.partial(middleware, run.job, chain)
+        try:
+            await chain()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            return describe_failure(exc, self._max_lines(run))
+        return None
+
+    def _max_lines(self, run: RunningJob) -> int:
+        """Backtrace lines to send: the job's own limit, within the worker's."""
+        return min(run.record.backtrace or self._backtrace_lines, self._backtrace_lines)
+
+    def abandon(self, run: RunningJob) -> None:
+        """The job was taken away while its handler runs: a thread cannot be stopped, so the
+        pool grows by one rather than let it hold a slot a new job needs."""
+        if run.handler is not None and not run.handler.is_async and self._processes is None:
+            self._threads.grow()
+
+    def close(self) -> None:
+        self._threads.shutdown()
+        if self._processes is not None:
+            self._processes.close()
