@@ -62,6 +62,7 @@ async def test_the_bounds_themselves_round_trip(api):
         job = r.json()
         assert job["state"] == state
         assert datetime.fromisoformat(job["at"]) == datetime.fromisoformat(at)
+        assert job.pop("created") is True
         assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json() == job
 
 
