@@ -499,7 +499,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--batch-sizes", type=int, nargs="+", default=[100, 1000])
     r.add_argument("--batch-clients", type=int, default=4)
     r.add_argument("--work-workers-1", type=int, default=32, help="0 leaves the variant out")
-    # 32 as for push-single and work 1 (8 until stop 23: see bench/README.md, stop 23).
+    # 32, as for push-single and work 1.
     r.add_argument("--work-workers-100", type=int, default=32, help="0 leaves the variant out")
     r.add_argument("--churn-producers", type=int, default=2)
     r.add_argument("--churn-workers", type=int, default=6)

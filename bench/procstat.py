@@ -112,9 +112,8 @@ def machine_busy_seconds() -> tuple[float, float]:
 
 def keep_freed_memory() -> None:
     """Have glibc's malloc keep what this process frees instead of giving it back to the
-    kernel. A full answer to a push of 1,000 is 360 kB: read into fresh buffers that glibc
-    mapped for it and unmapped after, it cost the client 0.3 page faults and 0.7-1.2 us of
-    system CPU per job; with this, no fault and 0.4 us in all (bench/README.md, stop 24). The
+    kernel. A full answer to a large push is read into fresh buffers that glibc would map for
+    it and unmap after, costing page faults and system CPU for every answer. The
     client shares the cores with the server and PostgreSQL, so its waste was theirs. Not glibc
     (no mallopt): nothing happens."""
     import ctypes

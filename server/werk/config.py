@@ -106,11 +106,8 @@ class Settings(BaseSettings):
     max_orphans: int = Field(
         3, ge=0, description="Orphanings before a job is dead (0 = unlimited)."
     )
-    # Dead rows pile up between VACUUMs in proportion to throughput. At 23,000 jobs/s through
-    # `bench churn` the table ended at 1.91-1.94 x its early size with 5 s, 0.68-0.74 x with
-    # 2.5 s. Faster, 2.5 s let it reach 2 x: at 35,000 jobs/s 0.81-2.14 x (six runs in stop 26)
-    # against 0.77-1.40 x with 1.5 s (four); at 14,000-20,000 jobs/s 1.23-1.85 x against
-    # 0.62-0.93 x.
+    # Dead rows pile up between VACUUMs in proportion to throughput; autovacuum alone lets a
+    # busy job table grow to several times its working size (bench `churn` shows the growth).
     vacuum_interval: float = Field(
         1.5,
         ge=0,

@@ -24,9 +24,8 @@ log = logging.getLogger(__name__)
 
 # Allocations between young-generation collections (CPython's default is 700). A batch request
 # allocates tens of thousands of short-lived containers, and at the default the collector ran
-# every few hundred of them, each run also walking what survived: 3.5 of the 15 us per job a
-# batch push's steps took in a micro-benchmark (bench/README.md "What it took"). Nothing the
-# server keeps depends on prompt collection of cycles; they are still collected, later.
+# every few hundred of them, each run also walking what survived. Nothing the server keeps
+# depends on prompt collection of cycles; they are still collected, later.
 GC_YOUNG_THRESHOLD = 50_000
 
 # How long an idle keep-alive connection stays open. uvicorn's default, 5 s, is the idle expiry of

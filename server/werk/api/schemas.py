@@ -167,8 +167,7 @@ class Lease(StrictBody):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
-# A dict, not a model: validating a batch then builds no model object per item, which was 30 %
-# of the batch's validation (1.75 against 1.23 us per item, batches of 100).
+# A dict, not a model: validating a batch then builds no model object per item.
 @with_config(STRICT)
 class AckItem(TypedDict):
     jid: StoredJid
