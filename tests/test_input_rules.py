@@ -290,6 +290,8 @@ async def test_a_job_dead_by_no_retry_has_no_retries_remaining(api: InProcess) -
     assert (failure["retry_count"], failure["remaining"]) == (1, 0)
     (listed,) = (await api.http.get("/v1/jobs?state=dead")).json()["jobs"]
     assert listed["failure"]["remaining"] == 0
+    page = await api.http.get("/jobs/no-retry-1")  # the dashboard's
+    assert page.status_code == 200 and "(0 left)" in page.text, page.text
 
 
 async def test_a_forbidden_request_names_the_scopes_it_needs(make_api: Callable[..., Any]) -> None:
