@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import multiprocessing
 import signal
 import socket
 import threading
@@ -14,7 +15,6 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
-from uvicorn._subprocess import get_subprocess
 
 from werk.app import begin_shutdown, create_app
 from werk.config import Settings
@@ -112,17 +112,31 @@ def _serve_processes(settings: Settings) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     for _ in range(settings.workers):
-        p = get_subprocess(server.config, target=server.run, sockets=[sock])
-        p.start()
-        processes.append(p)
+        processes.append(_start_process(settings, sock))
     # Replace a worker process that died unexpectedly; leave when told to stop.
     while not stopping:
         time.sleep(0.5)
         for i, p in enumerate(processes):
             if not p.is_alive() and not stopping:
                 log.warning("server process %s exited (%s); starting another", p.pid, p.exitcode)
-                processes[i] = get_subprocess(server.config, target=server.run, sockets=[sock])
-                processes[i].start()
+                processes[i] = _start_process(settings, sock)
     for p in processes:
         p.join(40)
     sock.close()
+
+
+# Server processes are spawned, not forked: each builds its own event loop, pool and app from the
+# settings, and receives the listening socket the parent bound.
+multiprocessing.allow_connection_pickling()
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+def _start_process(settings: Settings, sock: socket.socket) -> Any:
+    process = _SPAWN.Process(target=_run_process, args=(settings, sock))
+    process.start()
+    return process
+
+
+def _run_process(settings: Settings, sock: socket.socket) -> None:
+    with contextlib.suppress(KeyboardInterrupt):  # the parent asked it to stop
+        WerkServer(settings).run(sockets=[sock])
