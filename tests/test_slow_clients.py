@@ -28,7 +28,7 @@ HALF_BODY = 50
 PUSHES = 100
 
 PUSH_HEAD = (
-    b"POST /v1/jobs HTTP/1.1\r\nHost: werk\r\nContent-Type: application/json\r\n"
+    b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     b"Content-Length: 100\r\n\r\n"
 )
 
@@ -98,7 +98,7 @@ async def test_slow_connections_are_closed_while_pushes_succeed(werk_server_fact
     )
     silent = [await Slow.open(server.port) for _ in range(SILENT)]
     half_head = [
-        await Slow.open(server.port, b"POST /v1/jobs HTTP/1.1\r\nHost: werk\r\nConte")
+        await Slow.open(server.port, b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConte")
         for _ in range(HALF_HEAD)
     ]
     half_body = [
