@@ -7,7 +7,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 import orjson
@@ -98,7 +98,6 @@ class SettleService:
             )
         if row is None:
             await self._raise_not_current(jid)
-            raise AssertionError("unreachable")
         return _fail_result(jid, row)
 
     async def extend(
@@ -124,10 +123,9 @@ class SettleService:
             )
         if expires is None:
             await self._raise_not_current(jid)
-            raise AssertionError("unreachable")
         return expires
 
-    async def _raise_not_current(self, jid: str) -> None:
+    async def _raise_not_current(self, jid: str) -> NoReturn:
         """A lease that is not current is lease_lost whether or not the job is still stored: an
         ack repeated after its answer was lost must read the same with and without completed-job
         retention, and as in a batch ack, where such jids are listed under ``lease_lost``."""
