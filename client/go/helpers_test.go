@@ -12,7 +12,7 @@ func testClient(t *testing.T) *Client {
 	t.Helper()
 	url := os.Getenv("WERK_URL")
 	if url == "" {
-		t.Skip("WERK_URL not set: run through pytest (tests/clients/test_go.py), or start `werk serve` and set it")
+		t.Skip("WERK_URL not set: run through pytest (tests/e2e/clients/test_go.py), or start `werk serve` and set it")
 	}
 	return NewClient(url)
 }

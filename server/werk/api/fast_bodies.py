@@ -6,7 +6,7 @@ which makes large batches cheaper for the server than the pydantic models. The m
 ``schemas`` stay the contract: they are what FastAPI validates and documents, and what answers a
 body these decoders refuse. So a decoder here may refuse more than its model (it then returns
 None and the model decides, with its own errors), never less, and what it takes it reads as the
-model does. tests/test_fast_bodies.py compares the two on generated bodies.
+model does. tests/integration/test_fast_bodies.py compares the two on generated bodies.
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ async def create_pool(
     """``plan_once``: prepared statements use one generic plan (plan_cache_mode
     force_generic_plan) instead of PostgreSQL re-planning each call, which by default it keeps
     doing when a plan for the actual array sizes looks cheaper. Only for statements whose best
-    plan does not depend on their parameters (tests/test_claim_plan.py checks the claim's)."""
+    plan does not depend on their parameters (tests/integration/test_claim_plan.py checks the
+    claim's)."""
     settings = dict(SESSION)
     if plan_once:
         settings["plan_cache_mode"] = "force_generic_plan"

@@ -43,7 +43,7 @@ def _time_text(value: Any) -> Any:
 
 
 # What check_json accepts, in words: JSON Schema could say it only recursively, which several
-# client generators cannot read (tests/contract/test_schemathesis.py states it as a schema).
+# client generators cannot read (tests/e2e/contract/test_schemathesis.py states it as a schema).
 JSON_LIMITS = (
     "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\\u0000), integers within "
     f"{INT64.bit_length()} bits, finite numbers, nested at most {MAX_JSON_DEPTH} levels."
@@ -99,7 +99,7 @@ STRICT = ConfigDict(strict=True, extra="forbid", json_schema_extra=_declare_null
 
 def _absent_means(default: Any, **constraints: Any) -> Any:
     """The Field of a key a job may leave out: the schema states the default that JobSpec then
-    applies (tests/test_push.py checks the two agree)."""
+    applies (tests/integration/test_push.py checks the two agree)."""
     return Field(json_schema_extra={"default": default}, **constraints)
 
 

@@ -1,3 +1,0 @@
-from tests.contract.fixtures import shared_werk
-
-__all__ = ["shared_werk"]

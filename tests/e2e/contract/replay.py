@@ -1,0 +1,127 @@
+"""Replays the language-neutral scenarios in client/contract/ over raw HTTP (the wire contract
+itself). The TypeScript and Go suites replay the same files through their own clients."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+SCENARIOS = Path(__file__).resolve().parents[3] / "client" / "contract" / "scenarios"
+_VAR = re.compile(r"\$\{(\w+)\}")
+_DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+
+
+def scenario_files() -> list[Path]:
+    return sorted(SCENARIOS.glob("*.json"))
+
+
+def substitute(value: Any, variables: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        whole = _VAR.fullmatch(value)
+        if whole:
+            return variables[whole.group(1)]
+        return _VAR.sub(lambda m: str(variables[m.group(1)]), value)
+    if isinstance(value, list):
+        return [substitute(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute(v, variables) for k, v in value.items()}
+    return value
+
+
+def _type_ok(pattern: str, actual: Any) -> bool:
+    if pattern.endswith("?"):
+        if actual is None:
+            return True
+        pattern = pattern[:-1]
+    checks = {
+        "$any": lambda a: True,
+        "$string": lambda a: isinstance(a, str),
+        "$integer": lambda a: isinstance(a, int) and not isinstance(a, bool),
+        "$number": lambda a: isinstance(a, int | float) and not isinstance(a, bool),
+        "$boolean": lambda a: isinstance(a, bool),
+        "$datetime": lambda a: isinstance(a, str) and bool(_DATETIME.match(a)),
+        "$array": lambda a: isinstance(a, list),
+        "$object": lambda a: isinstance(a, dict),
+    }
+    if pattern not in checks:
+        raise ValueError(f"unknown pattern {pattern!r}")
+    return bool(checks[pattern](actual))
+
+
+def mismatches(expected: Any, actual: Any, path: str = "$") -> list[str]:
+    """Where ``actual`` does not match ``expected`` (empty: it matches)."""
+    if isinstance(expected, str) and expected.startswith("$"):
+        ok = _type_ok(expected, actual)
+        return [] if ok else [f"{path}: expected {expected}, got {actual!r}"]
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return [f"{path}: expected an object, got {actual!r}"]
+        found: list[str] = []
+        for key, value in expected.items():
+            if key not in actual:
+                found.append(f"{path}.{key}: missing")
+            else:
+                found.extend(mismatches(value, actual[key], f"{path}.{key}"))
+        return found
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [f"{path}: expected {len(expected)} items, got {actual!r}"]
+        return [m for i, e in enumerate(expected) for m in mismatches(e, actual[i], f"{path}.{i}")]
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        ok = expected is actual
+    else:
+        ok = expected == actual
+    return [] if ok else [f"{path}: expected {expected!r}, got {actual!r}"]
+
+
+def request_for(op: str, params: dict[str, Any]) -> tuple[str, str, Any]:
+    """(method, path, body) of one operation, per the table in client/contract/README.md."""
+    rest = {k: v for k, v in params.items() if k != "jid"}
+    jid = params.get("jid")
+    table: dict[str, tuple[str, str, Any]] = {
+        "push": ("POST", "/v1/jobs", params),
+        "push_many": ("POST", "/v1/jobs/batch", params),
+        "get": ("GET", f"/v1/jobs/{jid}", None),
+        "info": ("GET", "/v1/info", None),
+        "fetch": ("POST", "/v1/fetch", params),
+        "ack": ("POST", f"/v1/jobs/{jid}/ack", rest),
+        "ack_many": ("POST", "/v1/ack", params),
+        "fail": ("POST", f"/v1/jobs/{jid}/fail", rest),
+        "extend": ("POST", f"/v1/jobs/{jid}/extend", rest),
+        "beat": ("POST", "/v1/beat", params),
+    }
+    return table[op]
+
+
+def lookup(value: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def replay(http: httpx.Client, scenario: dict[str, Any]) -> None:
+    variables: dict[str, Any] = {"run": secrets.token_hex(4)}
+    for number, step in enumerate(scenario["steps"]):
+        where = f"{scenario['name']} step {number} ({step['op']})"
+        params = substitute(step.get("params", {}), variables)
+        expect = substitute(step["expect"], variables)
+        method, path, body = request_for(step["op"], params)
+        response = http.request(method, path, json=body) if body is not None else http.get(path)
+        payload = json.loads(response.content) if response.content else None
+        if "error" in expect:
+            assert response.headers["content-type"] == "application/problem+json", where
+            errs = mismatches(expect["error"], payload)
+            assert not errs, f"{where}: {errs}; body {payload}"
+            assert response.status_code == expect["error"]["status"], where
+            continue
+        status = response.status_code
+        assert status == expect["status"], f"{where}: {status} {payload}"
+        errs = mismatches(expect["result"], payload)
+        assert not errs, f"{where}: {errs}"
+        for name, dotted in step.get("save", {}).items():
+            variables[name] = lookup(payload, dotted)
