@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 from fastapi import Depends, FastAPI
-from starlette.types import ASGIApp
 
 from werk import __version__, web
 from werk.api import (
@@ -23,8 +21,8 @@ from werk.api import (
     work_routes,
 )
 from werk.api.auth import RequestGuard, authorize
-from werk.api.direct import DirectRoutes
 from werk.api.limits import BodyLimit
+from werk.api.traffic import TrafficRouter
 from werk.config import Settings
 from werk.db import queries
 from werk.db.failures import CONNECTION_ERRORS
@@ -33,7 +31,7 @@ from werk.db.migrate import migrate
 from werk.db.pool import connect, create_pool
 from werk.domain.clock import Clock, DatabaseClock
 from werk.faktory.server import FaktoryServer
-from werk.http import proxies
+from werk.http.proxies import TrustedProxies
 from werk.services.admin import AdminService
 from werk.services.claim import ClaimService
 from werk.services.container import Services
@@ -141,22 +139,7 @@ def create_app(
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(closing.close(), 10)
 
-    app = _WerkAPI(
-        # The job traffic skips FastAPI's per-request machinery (see werk.api.direct); what a
-        # trusted proxy forwards applies to it too, and the guard's rules (Host, cross-site, one
-        # Authorization) hold for it and for the rest.
-        front=lambda stack: proxies.wrap(
-            RequestGuard(
-                DirectRoutes(
-                    stack,
-                    [*jobs_routes.DIRECT, *work_routes.DIRECT],
-                    durations=durations,
-                    max_body_bytes=settings.max_body_bytes,
-                ),
-                settings,
-            ),
-            settings.trusted_proxies,
-        ),
+    app = FastAPI(
         title="Werk",
         version=__version__,
         summary="Language-agnostic background jobs over HTTP, stored in PostgreSQL.",
@@ -184,20 +167,16 @@ def create_app(
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
     web.install(app, settings)  # the dashboard at /: login sessions, admin scope
     problems.document(app, offline=("/livez",))  # after document_public: it reads `security`
+    # Outermost last. The job traffic's router sits in front of FastAPI's (see werk.api.traffic);
+    # the rest holds for both: what a trusted proxy forwards, the guard's rules (Host,
+    # cross-site, one Authorization), request timing and the body limit.
+    app.add_middleware(TrafficRouter, routes=[*jobs_routes.TRAFFIC, *work_routes.TRAFFIC])
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics_routes.TimeRequests, durations=durations)
+    app.add_middleware(RequestGuard, settings=settings)
+    if settings.trusted_proxies:
+        app.add_middleware(TrustedProxies, proxies=settings.trusted_proxies)
     return app
-
-
-class _WerkAPI(FastAPI):
-    """FastAPI with ``front`` wrapped around its whole middleware stack."""
-
-    def __init__(self, *, front: Callable[[ASGIApp], ASGIApp], **kwargs: Any) -> None:
-        self._front = front
-        super().__init__(**kwargs)
-
-    def build_middleware_stack(self) -> ASGIApp:
-        return self._front(super().build_middleware_stack())
 
 
 def begin_shutdown(app: FastAPI) -> None:

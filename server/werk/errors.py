@@ -40,6 +40,15 @@ class PayloadTooLarge(WerkError):
     title = "The request body is too large"
 
 
+class UnsupportedMediaType(WerkError):
+    code = "unsupported_media_type"
+    status = 415
+    title = "The body is not JSON"
+
+    def __init__(self) -> None:
+        super().__init__("send the body as JSON with Content-Type: application/json")
+
+
 class RequestTimeout(WerkError):
     """The client stopped sending a request part-way; answered by the HTTP layer, which then
     closes the connection."""

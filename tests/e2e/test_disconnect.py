@@ -23,7 +23,6 @@ async def _chunked(body: bytes) -> AsyncIterator[bytes]:
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
 async def test_a_fetch_whose_client_left_gets_nothing_reserved(werk_server, database_url, framing):
     body = json.dumps(GHOST).encode()
-    # Chunked bodies are answered by FastAPI, sized ones by werk.api.direct: both must notice.
     content = _chunked(body) if framing == "chunked" else body
     async with httpx.AsyncClient(base_url=werk_server.url, timeout=0.5) as gone:
         with pytest.raises(httpx.ReadTimeout):

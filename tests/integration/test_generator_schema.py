@@ -23,14 +23,14 @@ NULL_JOB = {
 
 
 async def _send(api: InProcess, path: str, body: bytes, how: str, **headers: str) -> Any:
-    """POST on the direct path (a sized JSON body) or FastAPI's (streamed: no Content-Length)."""
+    """POST a JSON body sized (Content-Length) or streamed (none)."""
 
     async def streamed() -> Any:
         yield body
 
     return await api.http.post(
         path,
-        content=body if how == "direct" else streamed(),
+        content=body if how == "sized" else streamed(),
         headers={"content-type": "application/json", **headers},
     )
 
@@ -40,7 +40,7 @@ async def _totals(api: InProcess) -> dict[str, int]:
     return totals
 
 
-@pytest.mark.parametrize("how", ["direct", "fastapi"])
+@pytest.mark.parametrize("how", ["sized", "streamed"])
 async def test_null_on_an_optional_field_means_not_given(api: InProcess, how: str) -> None:
     dumps = orjson.dumps
     r = await _send(api, "/v1/jobs", dumps({"jobtype": "nulls", **NULL_JOB}), how)
@@ -193,7 +193,7 @@ async def test_both_batch_answers_have_one_shape(api: InProcess) -> None:
     assert r.status_code == 201 and "jobs" in r.json()
 
 
-@pytest.mark.parametrize("how", ["direct", "fastapi"])
+@pytest.mark.parametrize("how", ["sized", "streamed"])
 async def test_the_batch_limit_named_is_the_configured_one(
     make_api: Callable[..., Any], how: str
 ) -> None:

@@ -1,6 +1,5 @@
 """Hostile and careless input over HTTP: every refusal is a 4xx problem+json with a stable code
-that changes nothing, on both paths that serve the job traffic (werk.api.direct for a body sent
-with its length, FastAPI for one streamed without it)."""
+that changes nothing, for a body sent with its length and for one streamed without it."""
 
 from __future__ import annotations
 
@@ -19,16 +18,16 @@ from tests.support.server import ServerProcess
 from werk.domain import job as rules
 
 JSON = {"content-type": "application/json"}
-PATHS = ["direct", "fastapi"]
+PATHS = ["sized", "streamed"]
 
 
 async def post(api: InProcess, url: str, body: bytes, path: str) -> httpx.Response:
-    """POST ``body`` on the direct path (sent with its length) or FastAPI's (streamed)."""
+    """POST ``body`` sent with its length or streamed without it."""
 
     async def streamed() -> AsyncIterator[bytes]:
         yield body
 
-    return await api.http.post(url, content=body if path == "direct" else streamed(), headers=JSON)
+    return await api.http.post(url, content=body if path == "sized" else streamed(), headers=JSON)
 
 
 async def totals(api: InProcess) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as ASGIScope
@@ -28,7 +29,7 @@ from werk.errors import (
     WerkError,
 )
 from werk.http.proxies import client_address
-from werk.services.access import WINDOW_SECONDS, Authenticator
+from werk.services.access import WINDOW_SECONDS, Authenticator, Principal
 
 bearer = HTTPBearer(auto_error=False, description="A token from WERK_TOKENS")
 
@@ -43,8 +44,8 @@ _CROSS_SITE = (
 
 
 class RequestGuard:
-    """Rules that hold for every request, on every path: it sits in front of the job routes
-    served without FastAPI and of FastAPI's whole stack (see werk.app).
+    """Rules that hold for every request, on every path: it sits in front of the job traffic's
+    router and of FastAPI's (see werk.app).
 
     - One Authorization header at most: parts of the stack would read different ones.
     - The Host must be one of the server's names (a DNS-rebinding page sends its own): the
@@ -144,17 +145,34 @@ def authorize(
             return
         if scope == "metrics" and auth.metrics_public:
             return
-        token = credentials.credentials if credentials else None
-        principal = auth.authenticate(client_address(request), token)
         needed = tuple(read) if read and request.method in ("GET", "HEAD") else (scope,)
-        if not any(principal.allows(s) for s in needed):
-            raise Forbidden(
-                f"token {principal.name!r} has scopes {sorted(principal.scopes)}; this request "
-                f"needs {' or '.join(dict.fromkeys([*needed, 'admin']))}"
-            )
-        request.state.principal = principal
+        request.state.principal = authenticated(
+            auth,
+            client_address(request),
+            credentials.credentials if credentials else None,
+            needed,
+        )
 
     return dependency
+
+
+def bearer_token(authorization: str) -> str | None:
+    """The token of an Authorization header value, read as ``bearer`` reads it."""
+    kind, token = get_authorization_scheme_param(authorization)
+    return token if kind.lower() == "bearer" and token else None
+
+
+def authenticated(
+    auth: Authenticator, client: str, token: str | None, needed: Collection[Scope]
+) -> Principal:
+    """The principal of ``token`` when it has one of the ``needed`` scopes (or ``admin``)."""
+    principal = auth.authenticate(client, token)
+    if not any(principal.allows(s) for s in needed):
+        raise Forbidden(
+            f"token {principal.name!r} has scopes {sorted(principal.scopes)}; this request "
+            f"needs {' or '.join(dict.fromkeys([*needed, 'admin']))}"
+        )
+    return principal
 
 
 def document_public(app: FastAPI, paths: Collection[str]) -> None:

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Header
 from starlette.responses import Response
 
-from werk.api import fast_bodies, schemas
-from werk.api.direct import DirectRoute
+from werk.api import schemas
 from werk.api.responses import JSON
+from werk.api.traffic import TrafficRoute
 from werk.domain.bodies import JobPushBody
 from werk.domain.job import JobSpec
 from werk.errors import InvalidRequest
@@ -98,8 +98,8 @@ async def get(services: ServicesDep, jid: schemas.JidInPath) -> Response:
     return JSON(job_view(await services.push.get(jid)))
 
 
-# Served by werk.api.direct on the plain path (same functions, same answers).
-DIRECT = [
-    DirectRoute("POST", "/v1/jobs", push, "push"),
-    DirectRoute("POST", "/v1/jobs/batch", push_batch, "push", fast_body=fast_bodies.job_batch_push),
+# Dispatched by werk.api.traffic (FastAPI's router documents them).
+TRAFFIC = [
+    TrafficRoute("POST", "/v1/jobs", push, "push"),
+    TrafficRoute("POST", "/v1/jobs/batch", push_batch, "push"),
 ]

@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from werk.errors import DatabaseUnavailable, WerkError
+from werk.errors import DatabaseUnavailable, UnsupportedMediaType, WerkError
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +67,6 @@ def problem(
 _UNREADABLE_JSON = (RecursionError, ValueError)
 
 
-def _sent_json(request: Request) -> bool:
-    """Whether the body was read as JSON (FastAPI reads application/json and any +json)."""
-    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    return kind.startswith("application/") and kind.endswith(("/json", "+json"))
-
-
 def invalid_json(errors: list[dict[str, Any]]) -> Response:
     return problem(
         400,
@@ -104,9 +98,10 @@ def _allowed(app: FastAPI, request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-def _json_media(request: Request) -> bool:
-    """Whether FastAPI reads the body as JSON: no Content-Type, application/json or */*+json."""
-    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+def json_media(content_type: str) -> bool:
+    """Whether a body of this Content-Type is read as JSON (as FastAPI reads bodies): none,
+    application/json or application/*+json."""
+    media = content_type.split(";", 1)[0].strip().lower()
     return (
         not media
         or media == "application/json"
@@ -123,15 +118,10 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        if not _json_media(request) and any(
+        if not json_media(request.headers.get("content-type", "")) and any(
             e.get("loc", ())[:1] == ("body",) for e in exc.errors()
         ):
-            return problem(
-                415,
-                "unsupported_media_type",
-                "The body is not JSON",
-                "send the body as JSON with Content-Type: application/json",
-            )
+            return werk_problem(UnsupportedMediaType())
         errors = [
             {"loc": _loc(tuple(e.get("loc", ()))), "message": e.get("msg", "invalid")}
             for e in exc.errors()
@@ -146,7 +136,7 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
         if (
             exc.status_code == 400
             and isinstance(exc.__cause__, _UNREADABLE_JSON)
-            and _sent_json(request)
+            and json_media(request.headers.get("content-type", ""))
         ):
             cause = exc.__cause__
             reason = "nested too deeply" if isinstance(cause, RecursionError) else str(cause)

@@ -9,10 +9,10 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from werk.api import fast_bodies, schemas
-from werk.api.direct import DirectRoute
+from werk.api import schemas
 from werk.api.disconnect import disconnection
 from werk.api.responses import JSON
+from werk.api.traffic import TrafficRoute
 from werk.errors import InvalidRequest
 from werk.http.deps import ServicesDep, SettingsDep
 from werk.services.views import fetched_view
@@ -112,12 +112,12 @@ async def beat(body: schemas.Beat, services: ServicesDep) -> Response:
     return JSON({"state": state.value})
 
 
-# Served by werk.api.direct on the plain path (same functions, same answers).
-DIRECT = [
-    DirectRoute("POST", "/v1/fetch", fetch, "work"),
-    DirectRoute("POST", "/v1/jobs/{jid}/ack", ack, "work"),
-    DirectRoute("POST", "/v1/ack", ack_batch, "work", fast_body=fast_bodies.ack_batch),
-    DirectRoute("POST", "/v1/jobs/{jid}/fail", fail, "work"),
-    DirectRoute("POST", "/v1/jobs/{jid}/extend", extend, "work"),
-    DirectRoute("POST", "/v1/beat", beat, "work"),
+# Dispatched by werk.api.traffic (FastAPI's router documents them).
+TRAFFIC = [
+    TrafficRoute("POST", "/v1/fetch", fetch, "work"),
+    TrafficRoute("POST", "/v1/jobs/{jid}/ack", ack, "work"),
+    TrafficRoute("POST", "/v1/ack", ack_batch, "work"),
+    TrafficRoute("POST", "/v1/jobs/{jid}/fail", fail, "work"),
+    TrafficRoute("POST", "/v1/jobs/{jid}/extend", extend, "work"),
+    TrafficRoute("POST", "/v1/beat", beat, "work"),
 ]

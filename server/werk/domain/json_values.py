@@ -1,5 +1,5 @@
 """What PostgreSQL stores faithfully in text and jsonb columns: the one rule every way in (HTTP
-bodies, their msgspec decoders, FWP) applies to a client's text and JSON values.
+bodies, FWP) applies to a client's text and JSON values.
 
 jsonb refuses NUL (\\u0000) in text and keys, and text that is not Unicode (a lone surrogate
 cannot be encoded as UTF-8); it keeps numbers as numeric, which a reader in another language

@@ -32,10 +32,6 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def wrap(app: ASGIApp, proxies: Sequence[Network]) -> ASGIApp:
-    return TrustedProxies(app, proxies) if proxies else app
-
-
 class TrustedProxies:
     def __init__(self, app: ASGIApp, proxies: Sequence[Network]) -> None:
         self.app = app

@@ -1,10 +1,9 @@
-"""The job traffic is answered by werk.api.direct without FastAPI's dependency solving; whatever
-it does not take (invalid bodies, other content types, missing or weak credentials) gets
-FastAPI's own answer."""
+"""The job traffic is dispatched by werk.api.traffic alone: its answers, refusals included, never
+go through FastAPI's router, and they are the ones the document and the other routes give."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import fastapi.routing
@@ -13,12 +12,15 @@ import pytest
 from tests.conftest import InProcess
 from tests.integration.admin.test_auth import CONFIG, bearer
 from werk.api import jobs_routes, work_routes
-from werk.api.direct import DirectRoute
+from werk.api.traffic import TrafficRoute
+
+_TRAFFIC = ("/v1/fetch", "/v1/ack", "/v1/beat", "/v1/jobs/", "/v1/jobs")
 
 
-@pytest.fixture
-def fastapi_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths FastAPI solved dependencies for."""
+@pytest.fixture(autouse=True)
+def fastapi_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The paths FastAPI solved dependencies for: none of the job traffic (checked after each
+    test)."""
     calls: list[str] = []
     real = fastapi.routing.solve_dependencies
 
@@ -27,23 +29,24 @@ def fastapi_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(fastapi.routing, "solve_dependencies", spy)
-    return calls
+    yield calls
+    assert not [p for p in calls if p.startswith(_TRAFFIC)], calls
 
 
 @pytest.mark.parametrize("module", [jobs_routes, work_routes])
-def test_each_direct_route_is_a_documented_route(module: Any) -> None:
+def test_each_traffic_route_is_a_documented_route(module: Any) -> None:
     documented = {
         (method, route.path, route.endpoint)
         for route in module.router.routes
         for method in route.methods
     }
-    direct: list[DirectRoute] = module.DIRECT
-    assert direct
-    for route in direct:
+    traffic: list[TrafficRoute] = module.TRAFFIC
+    assert traffic
+    for route in traffic:
         assert (route.method, route.path, route.endpoint) in documented
 
 
-async def test_valid_job_traffic_bypasses_fastapi(api: InProcess, fastapi_calls: list[str]) -> None:
+async def test_job_traffic_bypasses_fastapi(api: InProcess, fastapi_calls: list[str]) -> None:
     r = await api.http.post("/v1/jobs", json={"jobtype": "a", "queue": "d"})
     assert r.status_code == 201, r.text
     r = await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "b", "queue": "d"}]})
@@ -61,7 +64,7 @@ async def test_valid_job_traffic_bypasses_fastapi(api: InProcess, fastapi_calls:
     r = await api.http.post("/v1/beat", json={"wid": "w"})
     assert r.json() == {"state": "running"}
     assert fastapi_calls == []
-    # The direct answers are timed under their route template like any other.
+    # The answers are timed under their route template like any other.
     metrics = (await api.http.get("/metrics")).text
     assert 'route="/v1/jobs/{jid}/ack"' in metrics
 
@@ -75,7 +78,7 @@ async def test_valid_job_traffic_bypasses_fastapi(api: InProcess, fastapi_calls:
         (b'{"jobtype": "a"}', {"content-type": "text/plain"}, 415, "unsupported_media_type"),
     ],
 )
-async def test_rejections_are_fastapis(
+async def test_refusals_are_the_documented_problems(
     api: InProcess,
     body: bytes,
     headers: dict[str, str],
@@ -136,21 +139,36 @@ async def test_oversized_and_unsized_bodies_meet_the_limit(make_api: Callable[..
     assert (await api.http.get("/v1/info")).json()["totals"]["enqueued"] == 1
 
 
-@pytest.mark.parametrize("path", ["direct", "fastapi"])
-async def test_prefer_return_minimal_on_both_paths(
-    api: InProcess, fastapi_calls: list[str], path: str
-) -> None:
+@pytest.mark.parametrize("sized", [True, False])
+async def test_prefer_return_minimal_with_and_without_a_length(api: InProcess, sized: bool) -> None:
     body = b'{"jobs": [{"jobtype": "a", "jid": "both-paths-1"}]}'
 
-    async def streamed() -> Any:  # no Content-Length: FastAPI answers
+    async def streamed() -> Any:  # no Content-Length
         yield body
 
     r = await api.http.post(
         "/v1/jobs/batch",
-        content=body if path == "direct" else streamed(),
+        content=body if sized else streamed(),
         headers={"content-type": "application/json", "prefer": "return=minimal"},
     )
     assert r.status_code == 201, r.text
     assert r.json() == {"jids": ["both-paths-1"], "created": 1, "existed": []}
     assert r.headers["preference-applied"] == "return=minimal"
-    assert fastapi_calls == ([] if path == "direct" else ["/v1/jobs/batch"])
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/v1/jobs/bad%20jid/ack", 422),  # not a jid
+        ("/v1/jobs/a/b/ack", 404),  # not one path segment
+    ],
+)
+async def test_a_jid_in_the_path_is_checked(api: InProcess, path: str, status: int) -> None:
+    r = await api.http.post(path, json={"lease": "x"})
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+
+
+async def test_a_wrong_method_on_a_traffic_path_is_405(api: InProcess) -> None:
+    r = await api.http.get("/v1/fetch")
+    assert (r.status_code, r.headers["allow"]) == (405, "POST")
