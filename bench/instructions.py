@@ -45,7 +45,7 @@ QUIET = {"WERK_MAINTENANCE_INTERVAL": "86400", "WERK_VACUUM_INTERVAL": "0",
 PHASES = ("idle", "push", "push+work")
 
 
-async def _client(port: int, phase: str, n: int, deadline: float) -> None:
+async def _client(port: int, phase: str, n: int, batch: int, deadline: float) -> None:
     conn = Connection("127.0.0.1", port)
     while True:  # under valgrind the server takes tens of seconds to start
         try:
@@ -60,16 +60,28 @@ async def _client(port: int, phase: str, n: int, deadline: float) -> None:
         await asyncio.sleep(0.5)
     if phase == "idle":
         return
-    for i in range(n):
-        job = {"jid": f"instr-{i:08d}", "jobtype": "noop", "args": [], "queue": QUEUE}
-        await conn.post_json("/v1/jobs", job, expect=(201,))
+    jobs = [
+        {"jid": f"instr-{i:08d}", "jobtype": "noop", "args": [], "queue": QUEUE} for i in range(n)
+    ]
+    for i in range(0, n, batch):
+        if batch == 1:
+            await conn.post_json("/v1/jobs", jobs[i], expect=(201,))
+        else:
+            await conn.post_json("/v1/jobs/batch", {"jobs": jobs[i : i + batch]}, expect=(201,))
     if phase == "push":
         return
-    fetch = orjson.dumps({"queues": [QUEUE], "wid": "bench-instructions", "count": 1, "wait": 0})
-    for _ in range(n):
-        (job,) = orjson.loads(await conn.post_raw("/v1/fetch", fetch))["jobs"]
-        ack = orjson.dumps({"lease": job["lease"]})
-        await conn.post_raw(f"/v1/jobs/{job['jid']}/ack", ack, expect=(204,))
+    fetch = orjson.dumps(
+        {"queues": [QUEUE], "wid": "bench-instructions", "count": batch, "wait": 0}
+    )
+    for _ in range(0, n, batch):
+        fetched = orjson.loads(await conn.post_raw("/v1/fetch", fetch))["jobs"]
+        if batch == 1:
+            (job,) = fetched
+            ack = orjson.dumps({"lease": job["lease"]})
+            await conn.post_raw(f"/v1/jobs/{job['jid']}/ack", ack, expect=(204,))
+        else:
+            acks = [{"jid": j["jid"], "lease": j["lease"]} for j in fetched]
+            await conn.post_raw("/v1/ack", orjson.dumps({"acks": acks}), expect=(200,))
 
 
 def _totals(path: Path) -> int:
@@ -95,7 +107,7 @@ async def _count(args: argparse.Namespace, phase: str, workdir: Path) -> int:
     with open(workdir / f"server.{phase}.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
         try:
-            await _client(port, phase, args.jobs, time.monotonic() + 600)
+            await _client(port, phase, args.jobs, args.batch, time.monotonic() + 600)
         finally:
             proc.send_signal(signal.SIGTERM)
             await asyncio.to_thread(proc.wait, 120)
@@ -113,9 +125,13 @@ async def _run(args: argparse.Namespace) -> None:
     per_work = (totals["push+work"] - totals["push"]) / n
     code = args.server_path or str(REPO / "server")
     listed = ", ".join(f"{k} {v:,}" for k, v in totals.items())
+    if args.batch == 1:
+        kinds = "single push", "fetch 1 + ack"
+    else:
+        kinds = f"push in batches of {args.batch}", f"fetch {args.batch} + batch ack"
     print(
-        f"instructions  server code {code}  n={n}  single push {per_push:,.0f}  "
-        f"fetch 1 + ack {per_work:,.0f}  (totals {listed})",
+        f"instructions  server code {code}  n={n}  per job: {kinds[0]} {per_push:,.0f}  "
+        f"{kinds[1]} {per_work:,.0f}  (totals {listed})",
         flush=True,
     )
     result: dict[str, Any] = {
@@ -128,9 +144,10 @@ async def _run(args: argparse.Namespace) -> None:
         ).stdout.strip(),
         "versions": report.versions(),
         "jobs": n,
+        "batch": args.batch,
         "totals": totals,
-        "per_single_push": round(per_push),
-        "per_fetch_and_ack": round(per_work),
+        "per_job_push": round(per_push),
+        "per_job_fetch_and_ack": round(per_work),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -143,6 +160,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("instructions", help="server instructions per request, under callgrind")
     p.add_argument("--jobs", type=int, default=400, help="requests of each kind (default 400)")
     p.add_argument("--database-url", default=DEFAULT_PG, help="a PostgreSQL server to use")
+    p.add_argument("--batch", type=int, default=1, help="jobs per push, fetch and ack (default 1)")
     p.add_argument("--server-path", help="another checkout's server/ directory to measure")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
 
