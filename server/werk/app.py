@@ -167,12 +167,17 @@ def create_app(
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
     web.install(app, settings)  # the dashboard at /: login sessions, admin scope
     problems.document(app, offline=("/livez",))  # after document_public: it reads `security`
-    # Outermost last. The job traffic's router sits in front of FastAPI's (see werk.api.traffic);
-    # the rest holds for both: what a trusted proxy forwards, the guard's rules (Host,
-    # cross-site, one Authorization), request timing and the body limit.
-    app.add_middleware(TrafficRouter, routes=[*jobs_routes.TRAFFIC, *work_routes.TRAFFIC])
+    # Outermost last. The job traffic's router sits in front of FastAPI's (see werk.api.traffic)
+    # and bounds and times its own requests as the next two do FastAPI's; in front of both:
+    # the guard's rules (Host, cross-site, one Authorization) and what a trusted proxy forwards.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics_routes.TimeRequests, durations=durations)
+    app.add_middleware(
+        TrafficRouter,
+        routes=[*jobs_routes.TRAFFIC, *work_routes.TRAFFIC],
+        durations=durations,
+        max_body_bytes=settings.max_body_bytes,
+    )
     app.add_middleware(RequestGuard, settings=settings)
     if settings.trusted_proxies:
         app.add_middleware(TrustedProxies, proxies=settings.trusted_proxies)

@@ -5,14 +5,15 @@ Request, its exception and exit-stack wrappers) costs the server more than the r
 request, so these routes are dispatched here and never by FastAPI. They are still declared on
 FastAPI's routers, which is what the OpenAPI document is generated from; the endpoints are the
 same functions, and every answer of this router, refusals included, is built by the same code
-FastAPI's routes use: the authenticator (werk.api.auth), the exception handlers
-(werk.api.problems) and the request models. The body limit, the Host and cross-site rules and
-request timing are middleware in front of both (see werk.app).
+FastAPI's routes use: the authenticator (werk.api.auth), the body reader (werk.api.limits), the
+exception handlers (werk.api.problems), the request models and the request durations. The Host
+and cross-site rules are middleware in front of both (see werk.app).
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, get_type_hints
@@ -24,10 +25,12 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from werk.api.auth import authenticated, bearer_token
+from werk.api.limits import ClientGone, read_body
 from werk.api.problems import json_media
 from werk.config import Scope as AuthScope
 from werk.domain import job as rules
 from werk.errors import UnsupportedMediaType
+from werk.services.metrics import RequestDurations
 
 Endpoint = Callable[..., Awaitable[Response]]
 
@@ -71,8 +74,17 @@ class _Plan:
 class TrafficRouter:
     """Answers the requests of its routes; every other request goes on to ``app``."""
 
-    def __init__(self, app: ASGIApp, routes: Sequence[TrafficRoute]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        routes: Sequence[TrafficRoute],
+        *,
+        durations: RequestDurations,
+        max_body_bytes: int,
+    ) -> None:
         self.app = app
+        self._durations = durations
+        self._max_body_bytes = max_body_bytes
         self._static: dict[tuple[str, str], _Plan] = {}
         # "/v1/jobs/{jid}/ack" -> ("POST", "/v1/jobs/", "/ack")
         self._by_jid: list[tuple[str, str, str, _Plan]] = []
@@ -104,14 +116,19 @@ class TrafficRouter:
         if matched is None:
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
         plan, jid = matched
-        scope["route"] = plan.route  # the template request timing labels it with
         try:
             kwargs = await self._arguments(scope, receive, plan, jid)
             response = await plan.route.endpoint(**kwargs)
+        except ClientGone:
+            return
         except Exception as exc:
             response = await _handle(scope, exc)
         await response(scope, receive, send)
+        self._durations.observe(
+            scope["method"], plan.route.path, response.status_code, time.perf_counter() - started
+        )
 
     async def _arguments(
         self, scope: Scope, receive: Receive, plan: _Plan, jid: str | None
@@ -138,7 +155,7 @@ class TrafficRouter:
             )
         if not json_media(content_type.decode("latin-1")):
             raise UnsupportedMediaType()
-        body = await _read_body(receive)
+        body = await read_body(scope, receive, self._max_body_bytes)
         try:
             value = plan.body.validate_json(body)
         except ValidationError as exc:
@@ -175,15 +192,3 @@ async def _handle(scope: Scope, exc: Exception) -> Response:
             response: Response = await handler(Request(scope), exc)
             return response
     raise exc
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
