@@ -21,7 +21,7 @@ from pydantic import (
 from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
 
 from werk.domain import job as rules
-from werk.domain.json_values import INT64, MAX_JSON_DEPTH, NO_NUL, check_json, check_text
+from werk.domain.json_values import INT64, MAX_JSON_DEPTH, NO_NUL, check_json
 from werk.domain.times import OUT_OF_RANGE, check_time
 
 
@@ -51,8 +51,9 @@ JSON_LIMITS = (
 Json = Annotated[Any, AfterValidator(check_json)]
 JsonArray = Annotated[list[Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(check_json), Field(description=JSON_LIMITS)]
-# The rule check_text enforces, stated in the schema (validation stays check_text's).
-Text = Annotated[str, AfterValidator(check_text), Field(json_schema_extra={"pattern": NO_NUL})]
+# check_text's rule as a constraint, so the schema states what is validated: the pattern refuses
+# NUL, and a string constraint refuses a lone surrogate (string_unicode).
+Text = Annotated[str, StringConstraints(pattern=NO_NUL)]
 QueueName = Annotated[str, StringConstraints(pattern=rules.QUEUE_PATTERN)]
 # The jid of a job to store.
 Jid = Annotated[
