@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-import httpx
-
 from . import protocol
 from .async_client import AsyncClient
 from .beat import Beat
@@ -147,11 +145,11 @@ class Worker:
         self._shutdown = asyncio.Event()
         self._grace_cut = asyncio.Event()
         owns_client = self._client is None
-        # Every long poll holds a connection; heartbeats must never queue behind them.
-        limits = httpx.Limits(
-            max_connections=None, max_keepalive_connections=self.config.concurrency + 10
-        )
-        client = self._client or AsyncClient(self.url, token=self._token or "", limits=limits)
+        client = self._client
+        if client is None:
+            client = AsyncClient(self.url, token=self._token or "")
+            # Every long poll holds a connection: keep as many as may be in use at once.
+            client._keep_idle(self.config.concurrency + 10)
         self._client = client
         self._compose(client, loop)
         installed = self._install_signal_handlers(loop) if handle_signals else []
