@@ -45,6 +45,116 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
+def _rate(r: dict[str, Any] | None) -> str:
+    return "-" if r is None else f"{r['median']:,.0f} jobs/s"
+
+
+def _cpu(r: dict[str, Any] | None, who: str) -> float:
+    cost = (r or {}).get("cpu_us_per_job_median", {})
+    return float(cost.get(who, float("nan")))
+
+
+def _verdict(ok: bool) -> str:
+    return "MET" if ok else "MISSED"
+
+
+def _sdk_rows(
+    m: dict[str, dict[str, Any]],
+    latency: dict[str, float],
+    lean_latency: dict[str, float],
+    built: dict[str, float],
+) -> list[dict[str, str]]:
+    """Issue 30's targets: what the SDK did, what the lean client did in the same run."""
+
+    def median(key: str) -> float:
+        return float(m[key]["median"]) if key in m else float("nan")
+
+    rows = []
+    ratio = median("push1") / median("lean_push1")
+    rows.append(
+        {
+            "scenario": "Client.push, one at a time",
+            "sdk": _rate(m.get("push1")) + f" (client {_cpu(m.get('push1'), 'client'):.0f} us/job)",
+            "lean": _rate(m.get("lean_push1")) + " (1 connection)",
+            "target": f">= 0.8 x lean: {ratio:.2f} x {_verdict(ratio >= 0.8)}",
+        }
+    )
+    rows.append(
+        {
+            "scenario": "AsyncClient.push, 8 in flight",
+            "sdk": _rate(m.get("push8")) + f" (client {_cpu(m.get('push8'), 'client'):.0f} us/job)",
+            "lean": _rate(m.get("lean_push8")) + " (8 connections)",
+            "target": f">= 5,000 jobs/s {_verdict(median('push8') >= 5000)}",
+        }
+    )
+    many_cpu = _cpu(m.get("many"), "client")
+    ratio = median("many") / median("lean_many")
+    rows.append(
+        {
+            "scenario": "push_many, 1,000 per call, full answer",
+            "sdk": _rate(m.get("many")) + f" (client {many_cpu:.1f} us/job)",
+            "lean": _rate(m.get("lean_many")) + " (1 connection)",
+            "target": f">= 0.8 x lean: {ratio:.2f} x {_verdict(ratio >= 0.8)}; "
+            f"client <= 5 us/job {_verdict(many_cpu <= 5)}",
+        }
+    )
+    rows.append(
+        {
+            "scenario": "push_jids, 1,000 per call (jids only)",
+            "sdk": _rate(m.get("jids")) + f" (client {_cpu(m.get('jids'), 'client'):.1f} us/job)",
+            "lean": "-",
+            "target": "-",
+        }
+    )
+    for key, label in (("work_async", "50"), ("work_async_200", "200")):
+        worker_cpu = _cpu(m.get(key), "worker")
+        ok = median(key) >= 30_000 and worker_cpu <= 25
+        rows.append(
+            {
+                "scenario": f"one werk-worker, async no-op, concurrency {label}",
+                "sdk": _rate(m.get(key)) + f" (worker {worker_cpu:.0f} us/job)",
+                "lean": _rate(m.get("lean_work")) + " (fetch 100 + batch ack, 32 connections)",
+                "target": f">= 30,000 jobs/s, worker <= 25 us/job {_verdict(ok)}",
+            }
+        )
+    worker_cpu = _cpu(m.get("work_sync"), "worker")
+    rows.append(
+        {
+            "scenario": "one werk-worker, sync no-op, concurrency 50",
+            "sdk": _rate(m.get("work_sync")) + f" (worker {worker_cpu:.0f} us/job)",
+            "lean": _rate(m.get("lean_work")),
+            "target": f">= 10,000 jobs/s {_verdict(median('work_sync') >= 10_000)}",
+        }
+    )
+    ratio = latency["p50_ms"] / lean_latency["p50_ms"]
+    ok = latency["p50_ms"] <= 1.5 and latency["p99_ms"] <= 4 and ratio <= 1.3
+    rows.append(
+        {
+            "scenario": "push -> handler start, idle worker (p50 / p99)",
+            "sdk": f"{latency['p50_ms']:.2f} / {latency['p99_ms']:.2f} ms",
+            "lean": f"{lean_latency['p50_ms']:.2f} / {lean_latency['p99_ms']:.2f} ms "
+            "(push -> fetch answered)",
+            "target": f"p50 <= 1.5, p99 <= 4 ms, p50 <= 1.3 x lean: {ratio:.2f} x {_verdict(ok)}",
+        }
+    )
+    ok = built["client_ms"] <= 1 and built["async_client_ms"] <= 1
+    rows.append(
+        {
+            "scenario": "Client() / AsyncClient() construction, http://",
+            "sdk": f"{built['client_ms']:.2f} / {built['async_client_ms']:.2f} ms",
+            "lean": "-",
+            "target": f"<= 1 ms {_verdict(ok)}",
+        }
+    )
+    return rows
+
+
+def _sdk_table(rows: list[dict[str, str]]) -> str:
+    lines = ["", "| scenario | SDK | lean client, same run | target |", "|---|---|---|---|"]
+    lines += [f"| {r['scenario']} | {r['sdk']} | {r['lean']} | {r['target']} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 class Runner:
     def __init__(self, ctx: Context, out: dict[str, Any]) -> None:
         self.ctx = ctx
@@ -185,26 +295,87 @@ class Runner:
             c.baselines[r["name"]] = r["median"]
 
     async def sdk(self) -> None:
-        """The Python SDK: producer calls, and one werk-worker process (see bench/sdk.py)."""
+        """The Python SDK beside the lean client, in one run (see bench/sdk.py), and a table
+        of issue 30's targets with both figures."""
         c = self.ctx
-        for label, batch, jids_only in (
-            ("Client.push", 1, False),
-            ("push_many batch=1000", 1000, False),
-            ("push_jids batch=1000", 1000, True),
+        m: dict[str, dict[str, Any]] = {}
+
+        async def both(key: str, label: str, params: dict[str, Any], once: Any) -> None:
+            m[key] = await self.rate("sdk", label, params, once)
+
+        await both("push1", "Client.push", {"jobs": c.jobs}, functools.partial(sdk.push, c, 1))
+        await both(
+            "lean_push1",
+            "lean push clients=1",
+            {"jobs": c.jobs},
+            functools.partial(scenarios.push_single, c, 1),
+        )
+        await both(
+            "push8",
+            "AsyncClient.push in-flight=8",
+            {"jobs": c.jobs},
+            functools.partial(sdk.push_async, c, 8),
+        )
+        await both(
+            "lean_push8",
+            "lean push clients=8",
+            {"jobs": c.jobs},
+            functools.partial(scenarios.push_single, c, 8),
+        )
+        await both(
+            "many",
+            "push_many batch=1000",
+            {"jobs": c.jobs},
+            functools.partial(sdk.push, c, 1000),
+        )
+        await both(
+            "jids",
+            "push_jids batch=1000",
+            {"jobs": c.jobs},
+            functools.partial(sdk.push, c, 1000, jids_only=True),
+        )
+        await both(
+            "lean_many",
+            "lean push-batch=1000 clients=1",
+            {"jobs": c.jobs},
+            functools.partial(scenarios.push_batch, c, 1000, 1),
+        )
+        for key, handler, concurrency in (
+            ("work_async", "async", 50),
+            ("work_async_200", "async", 200),
+            ("work_sync", "sync", 50),
         ):
-            await self.rate(
-                "sdk",
-                label,
-                {"jobs": c.jobs},
-                functools.partial(sdk.push, c, batch, jids_only=jids_only),
+            await both(
+                key,
+                f"werk-worker fetch=100 {handler}",
+                {"concurrency": concurrency, "jobs": c.jobs},
+                functools.partial(sdk.worker, c, 100, handler, concurrency),
             )
-        for fetch_size, handler in ((1, "async"), (100, "async"), (100, "sync")):
-            await self.rate(
-                "sdk",
-                f"werk-worker fetch={fetch_size} {handler}",
-                {"concurrency": 50, "jobs": c.jobs},
-                functools.partial(sdk.worker, c, fetch_size, handler),
+        if c.work_workers_100 > 0:
+            await both(
+                "lean_work",
+                "lean work count=100",
+                {"workers": c.work_workers_100, "jobs": c.jobs},
+                functools.partial(scenarios.work, c, 100, c.work_workers_100),
             )
+        lat = [await sdk.latency(c) for _ in range(c.repeat)]
+        lean_lat = [await scenarios.latency(c) for _ in range(c.repeat)]
+        built = sdk.construction(c)
+        latency = {k: statistics.median(r[k] for r in lat) for k in ("p50_ms", "p99_ms")}
+        lean_latency = {k: statistics.median(r[k] for r in lean_lat) for k in ("p50_ms", "p99_ms")}
+        rows = _sdk_rows(m, latency, lean_latency, built)
+        self.record(
+            {
+                "scenario": "sdk",
+                "variant": "targets",
+                "name": "sdk targets",
+                "latency_runs": lat,
+                "lean_latency_runs": lean_lat,
+                "construction_ms": built,
+                "rows": rows,
+            },
+            _sdk_table(rows),
+        )
 
     async def latency(self) -> None:
         c = self.ctx

@@ -146,8 +146,15 @@ class Origin:
             host=parts.hostname,
             port=port,
             prefix=parts.path.rstrip("/"),
-            host_header=f"Host: {netloc}\r\n".encode("idna" if netloc.isascii() else "utf-8"),
+            host_header=f"Host: {netloc if netloc.isascii() else _idna(netloc)}\r\n".encode(),
         )
+
+
+def _idna(netloc: str) -> str:
+    host, colon, port = netloc.rpartition(":") if not netloc.endswith("]") else (netloc, "", "")
+    if not colon or not port.isdigit():
+        host, colon, port = netloc, "", ""
+    return host.encode("idna").decode("ascii") + colon + port
 
 
 def default_ssl_context() -> ssl.SSLContext:
