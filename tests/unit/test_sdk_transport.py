@@ -297,3 +297,21 @@ async def test_tls_is_verified_against_the_trust_store(server, tmp_path, monkeyp
 
     async with AsyncClient(url) as aclient:
         assert await aclient.beat("w1") == "quiet"
+
+
+async def test_connections_in_use_are_capped(server):
+    s = server([])
+    pool = AsyncPool(Origin.parse(s.url), 5.0, max_connections=2)
+    answers = await asyncio.gather(*(pool.request(REQUEST, 5.0) for _ in range(10)))
+    pool.close()
+    assert [a.content for a in answers] == [BODY] * 10 and s.connections == 2
+    blocking = SyncPool(Origin.parse(s.url), 5.0, max_connections=2)
+    try:
+        threads = [threading.Thread(target=blocking.request, args=(REQUEST, 5.0)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        blocking.close()
+    assert len(s.requests) == 18 and s.connections <= 4

@@ -65,7 +65,8 @@ class AsyncClient:
         self._sender = async_sender(self.url, headers, timeout, transport, limits)
 
     def _keep_idle(self, connections: int) -> None:
-        """Keep up to ``connections`` idle connections open (a worker's long polls)."""
+        """No cap on connections, ``connections`` of them kept idle: a worker's long polls each
+        hold one, and its heartbeats and acks must never wait behind them."""
         keep = getattr(self._sender, "keep_idle", None)
         if keep is not None:
             keep(connections)

@@ -67,6 +67,8 @@ def _pool_options(limits: Any) -> dict[str, Any]:
         options["max_idle"] = limits.max_keepalive_connections
     if getattr(limits, "keepalive_expiry", None) is not None:
         options["keepalive_expiry"] = limits.keepalive_expiry
+    if hasattr(limits, "max_connections"):
+        options["max_connections"] = limits.max_connections
     return options
 
 
@@ -107,7 +109,9 @@ class AsyncNativeSender(_Native):
         return await self._pool.request(self._bytes(call), within)
 
     def keep_idle(self, connections: int) -> None:
+        """As many connections as requests in flight, and that many kept when idle."""
         self._pool.max_idle = connections
+        self._pool.max_connections = None
 
     async def aclose(self) -> None:
         self._pool.close()

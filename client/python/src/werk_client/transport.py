@@ -355,9 +355,15 @@ class SyncPool:
     max_idle: int = 20
     keepalive_expiry: float = KEEPALIVE_EXPIRY
     ssl_context: ssl.SSLContext | None = None
+    max_connections: int | None = 100
     _idle: list[_SyncConnection] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _slots: threading.Semaphore | None = None
     _closed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_connections is not None:
+            self._slots = threading.Semaphore(self.max_connections)
 
     def _connect(self, timeout: float) -> _SyncConnection:
         origin = self.origin
@@ -395,8 +401,21 @@ class SyncPool:
             conn.close()
 
     def request(self, data: bytes, timeout: float) -> Response:
+        """Send ``data`` (a whole request) and return the answer, within ``timeout`` seconds
+        (and as long again for a connection to be free, with ``max_connections`` in use)."""
         if self._closed:
             raise ConnectError("the client is closed")
+        slots = self._slots
+        if slots is None:
+            return self._request(data, timeout)
+        if not slots.acquire(timeout=timeout):
+            raise ConnectTimeout(f"no connection free within {timeout:g}s")
+        try:
+            return self._request(data, timeout)
+        finally:
+            slots.release()
+
+    def _request(self, data: bytes, timeout: float) -> Response:
         conn = self._take() or self._connect(timeout)
         try:
             response, keep = conn.exchange(data, timeout)
@@ -533,7 +552,9 @@ class AsyncPool:
     max_idle: int = 20
     keepalive_expiry: float = KEEPALIVE_EXPIRY
     ssl_context: ssl.SSLContext | None = None
+    max_connections: int | None = 100
     _idle: list[_AsyncConnection] = field(default_factory=list)
+    _slots: asyncio.Semaphore | None = None
     _closed: bool = False
 
     async def _connect(self, within: float) -> _AsyncConnection:
@@ -579,6 +600,25 @@ class AsyncPool:
         """Send ``data`` (a whole request) and return the answer, within ``within`` seconds."""
         if self._closed:
             raise ConnectError("the client is closed")
+        if self.max_connections is None:
+            return await self._request(data, within)
+        slots = self._slots
+        if slots is None:
+            slots = self._slots = asyncio.Semaphore(self.max_connections)
+        if slots.locked():
+            try:
+                async with asyncio.timeout(within):
+                    await slots.acquire()
+            except TimeoutError as exc:
+                raise ConnectTimeout(f"no connection free within {within:g}s") from exc
+        else:
+            await slots.acquire()
+        try:
+            return await self._request(data, within)
+        finally:
+            slots.release()
+
+    async def _request(self, data: bytes, within: float) -> Response:
         conn = self._take() or await self._connect(within)
         waiter = conn.send(data)
         timer = asyncio.get_running_loop().call_later(within, _expire, waiter, within)
