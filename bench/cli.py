@@ -45,116 +45,6 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def _rate(r: dict[str, Any] | None) -> str:
-    return "-" if r is None else f"{r['median']:,.0f} jobs/s"
-
-
-def _cpu(r: dict[str, Any] | None, who: str) -> float:
-    cost = (r or {}).get("cpu_us_per_job_median", {})
-    return float(cost.get(who, float("nan")))
-
-
-def _verdict(ok: bool) -> str:
-    return "MET" if ok else "MISSED"
-
-
-def _sdk_rows(
-    m: dict[str, dict[str, Any]],
-    latency: dict[str, float],
-    lean_latency: dict[str, float],
-    built: dict[str, float],
-) -> list[dict[str, str]]:
-    """Issue 30's targets: what the SDK did, what the lean client did in the same run."""
-
-    def median(key: str) -> float:
-        return float(m[key]["median"]) if key in m else float("nan")
-
-    rows = []
-    ratio = median("push1") / median("lean_push1")
-    rows.append(
-        {
-            "scenario": "Client.push, one at a time",
-            "sdk": _rate(m.get("push1")) + f" (client {_cpu(m.get('push1'), 'client'):.0f} us/job)",
-            "lean": _rate(m.get("lean_push1")) + " (1 connection)",
-            "target": f">= 0.8 x lean: {ratio:.2f} x {_verdict(ratio >= 0.8)}",
-        }
-    )
-    rows.append(
-        {
-            "scenario": "AsyncClient.push, 8 in flight",
-            "sdk": _rate(m.get("push8")) + f" (client {_cpu(m.get('push8'), 'client'):.0f} us/job)",
-            "lean": _rate(m.get("lean_push8")) + " (8 connections)",
-            "target": f">= 5,000 jobs/s {_verdict(median('push8') >= 5000)}",
-        }
-    )
-    many_cpu = _cpu(m.get("many"), "client")
-    ratio = median("many") / median("lean_many")
-    rows.append(
-        {
-            "scenario": "push_many, 1,000 per call, full answer",
-            "sdk": _rate(m.get("many")) + f" (client {many_cpu:.1f} us/job)",
-            "lean": _rate(m.get("lean_many")) + " (1 connection)",
-            "target": f">= 0.8 x lean: {ratio:.2f} x {_verdict(ratio >= 0.8)}; "
-            f"client <= 5 us/job {_verdict(many_cpu <= 5)}",
-        }
-    )
-    rows.append(
-        {
-            "scenario": "push_jids, 1,000 per call (jids only)",
-            "sdk": _rate(m.get("jids")) + f" (client {_cpu(m.get('jids'), 'client'):.1f} us/job)",
-            "lean": "-",
-            "target": "-",
-        }
-    )
-    for key, label in (("work_async", "50"), ("work_async_200", "200")):
-        worker_cpu = _cpu(m.get(key), "worker")
-        ok = median(key) >= 30_000 and worker_cpu <= 25
-        rows.append(
-            {
-                "scenario": f"one werk-worker, async no-op, concurrency {label}",
-                "sdk": _rate(m.get(key)) + f" (worker {worker_cpu:.0f} us/job)",
-                "lean": _rate(m.get("lean_work")) + " (fetch 100 + batch ack, 32 connections)",
-                "target": f">= 30,000 jobs/s, worker <= 25 us/job {_verdict(ok)}",
-            }
-        )
-    worker_cpu = _cpu(m.get("work_sync"), "worker")
-    rows.append(
-        {
-            "scenario": "one werk-worker, sync no-op, concurrency 50",
-            "sdk": _rate(m.get("work_sync")) + f" (worker {worker_cpu:.0f} us/job)",
-            "lean": _rate(m.get("lean_work")),
-            "target": f">= 10,000 jobs/s {_verdict(median('work_sync') >= 10_000)}",
-        }
-    )
-    ratio = latency["p50_ms"] / lean_latency["p50_ms"]
-    ok = latency["p50_ms"] <= 1.5 and latency["p99_ms"] <= 4 and ratio <= 1.3
-    rows.append(
-        {
-            "scenario": "push -> handler start, idle worker (p50 / p99)",
-            "sdk": f"{latency['p50_ms']:.2f} / {latency['p99_ms']:.2f} ms",
-            "lean": f"{lean_latency['p50_ms']:.2f} / {lean_latency['p99_ms']:.2f} ms "
-            "(push -> fetch answered)",
-            "target": f"p50 <= 1.5, p99 <= 4 ms, p50 <= 1.3 x lean: {ratio:.2f} x {_verdict(ok)}",
-        }
-    )
-    ok = built["client_ms"] <= 1 and built["async_client_ms"] <= 1
-    rows.append(
-        {
-            "scenario": "Client() / AsyncClient() construction, http://",
-            "sdk": f"{built['client_ms']:.2f} / {built['async_client_ms']:.2f} ms",
-            "lean": "-",
-            "target": f"<= 1 ms {_verdict(ok)}",
-        }
-    )
-    return rows
-
-
-def _sdk_table(rows: list[dict[str, str]]) -> str:
-    lines = ["", "| scenario | SDK | lean client, same run | target |", "|---|---|---|---|"]
-    lines += [f"| {r['scenario']} | {r['sdk']} | {r['lean']} | {r['target']} |" for r in rows]
-    return "\n".join(lines) + "\n"
-
-
 class Runner:
     def __init__(self, ctx: Context, out: dict[str, Any]) -> None:
         self.ctx = ctx
@@ -363,7 +253,7 @@ class Runner:
         built = sdk.construction(c)
         latency = {k: statistics.median(r[k] for r in lat) for k in ("p50_ms", "p99_ms")}
         lean_latency = {k: statistics.median(r[k] for r in lean_lat) for k in ("p50_ms", "p99_ms")}
-        rows = _sdk_rows(m, latency, lean_latency, built)
+        rows = sdk.target_rows(m, latency, lean_latency, built)
         self.record(
             {
                 "scenario": "sdk",
@@ -374,7 +264,7 @@ class Runner:
                 "construction_ms": built,
                 "rows": rows,
             },
-            _sdk_table(rows),
+            sdk.target_table(rows),
         )
 
     async def latency(self) -> None:
