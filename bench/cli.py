@@ -185,26 +185,87 @@ class Runner:
             c.baselines[r["name"]] = r["median"]
 
     async def sdk(self) -> None:
-        """The Python SDK: producer calls, and one werk-worker process (see bench/sdk.py)."""
+        """The Python SDK beside the lean client, in one run (see bench/sdk.py), and a table
+        of issue 30's targets with both figures."""
         c = self.ctx
-        for label, batch, jids_only in (
-            ("Client.push", 1, False),
-            ("push_many batch=1000", 1000, False),
-            ("push_jids batch=1000", 1000, True),
+        m: dict[str, dict[str, Any]] = {}
+
+        async def both(key: str, label: str, params: dict[str, Any], once: Any) -> None:
+            m[key] = await self.rate("sdk", label, params, once)
+
+        await both("push1", "Client.push", {"jobs": c.jobs}, functools.partial(sdk.push, c, 1))
+        await both(
+            "lean_push1",
+            "lean push clients=1",
+            {"jobs": c.jobs},
+            functools.partial(scenarios.push_single, c, 1),
+        )
+        await both(
+            "push8",
+            "AsyncClient.push in-flight=8",
+            {"jobs": c.jobs},
+            functools.partial(sdk.push_async, c, 8),
+        )
+        await both(
+            "lean_push8",
+            "lean push clients=8",
+            {"jobs": c.jobs},
+            functools.partial(scenarios.push_single, c, 8),
+        )
+        await both(
+            "many",
+            "push_many batch=1000",
+            {"jobs": c.jobs},
+            functools.partial(sdk.push, c, 1000),
+        )
+        await both(
+            "jids",
+            "push_jids batch=1000",
+            {"jobs": c.jobs},
+            functools.partial(sdk.push, c, 1000, jids_only=True),
+        )
+        await both(
+            "lean_many",
+            "lean push-batch=1000 clients=1",
+            {"jobs": c.jobs},
+            functools.partial(scenarios.push_batch, c, 1000, 1),
+        )
+        for key, handler, concurrency in (
+            ("work_async", "async", 50),
+            ("work_async_200", "async", 200),
+            ("work_sync", "sync", 50),
         ):
-            await self.rate(
-                "sdk",
-                label,
-                {"jobs": c.jobs},
-                functools.partial(sdk.push, c, batch, jids_only=jids_only),
+            await both(
+                key,
+                f"werk-worker fetch=100 {handler}",
+                {"concurrency": concurrency, "jobs": c.jobs},
+                functools.partial(sdk.worker, c, 100, handler, concurrency),
             )
-        for fetch_size, handler in ((1, "async"), (100, "async"), (100, "sync")):
-            await self.rate(
-                "sdk",
-                f"werk-worker fetch={fetch_size} {handler}",
-                {"concurrency": 50, "jobs": c.jobs},
-                functools.partial(sdk.worker, c, fetch_size, handler),
+        if c.work_workers_100 > 0:
+            await both(
+                "lean_work",
+                "lean work count=100",
+                {"workers": c.work_workers_100, "jobs": c.jobs},
+                functools.partial(scenarios.work, c, 100, c.work_workers_100),
             )
+        lat = [await sdk.latency(c) for _ in range(c.repeat)]
+        lean_lat = [await scenarios.latency(c) for _ in range(c.repeat)]
+        built = sdk.construction(c)
+        latency = {k: statistics.median(r[k] for r in lat) for k in ("p50_ms", "p99_ms")}
+        lean_latency = {k: statistics.median(r[k] for r in lean_lat) for k in ("p50_ms", "p99_ms")}
+        rows = sdk.target_rows(m, latency, lean_latency, built)
+        self.record(
+            {
+                "scenario": "sdk",
+                "variant": "targets",
+                "name": "sdk targets",
+                "latency_runs": lat,
+                "lean_latency_runs": lean_lat,
+                "construction_ms": built,
+                "rows": rows,
+            },
+            sdk.target_table(rows),
+        )
 
     async def latency(self) -> None:
         c = self.ctx

@@ -31,6 +31,22 @@ def rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
             cost_txt = f"server {cost['server']:.0f} + pg {pg} us/job"
         if scen in ("push-single", "push-batch", "work"):
             out.append((f"w{w}", name, _rate(r) + " jobs/s", _verdict(r), cost_txt))
+        elif scen == "sdk" and r.get("variant") == "targets":
+            for row in r["rows"]:
+                out.append((f"w{w}", f"SDK: {row['scenario']}", row["sdk"], row["target"], ""))
+        elif scen == "sdk":
+            worker = (cost or {}).get("worker")
+            extra = f"; worker {worker:.0f} us/job" if worker is not None else ""
+            client = f"; client {cost['client']:.1f} us/job" if cost else ""
+            out.append(
+                (
+                    f"w{w}",
+                    f"sdk {r['variant']}",
+                    _rate(r) + " jobs/s",
+                    "",
+                    cost_txt + client + extra,
+                )
+            )
         elif scen == "backlog":
             out.append(
                 (

@@ -301,13 +301,19 @@ async def test_acks_completing_together_share_a_request():
             },
         )
 
+    outcomes: dict[str, bool] = {}
     async with AsyncClient("http://werk.test", transport=httpx.MockTransport(handler)) as client:
-        batcher = AckBatcher(client)
+        batcher: AckBatcher[str] = AckBatcher(
+            client.ack_many, lambda jid, acked, error: outcomes.setdefault(jid, acked)
+        )
         jids = [f"job{i}" for i in range(20)] + ["stale"]
-        results = await asyncio.gather(*(batcher.ack(jid, "lease") for jid in jids))
-    assert results == [True] * 20 + [False]
+        for jid in jids:
+            batcher.add(jid, "lease", jid)
+            await asyncio.sleep(0.001)
+        await batcher.drained()
+    assert outcomes == {**{j: True for j in jids[:20]}, "stale": False}
     assert sorted(j for r in requests for j in r) == sorted(jids)  # each acked exactly once
-    assert len(requests) < 5  # the first alone, the rest together
+    assert 1 < len(requests) < 5  # the first alone, the rest together
 
 
 def test_a_string_is_not_taken_for_a_list_of_arguments():
@@ -394,3 +400,40 @@ async def test_a_refused_failure_report_is_sent_again_without_its_details(caplog
     async with client:
         assert await settler.fail(run, FailureReport("Boom", "details", ["line"])) is False
     assert len(bodies) == 2 and "server refused the failure report" in caplog.text
+
+
+async def test_one_timer_extends_each_lease_when_its_own_extension_is_due():
+    import logging
+
+    from werk_client.lease_keeper import LeaseKeeper
+    from werk_client.models import JobRecord
+    from werk_client.running import RunningJob
+
+    extended: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        jid = request.url.path.split("/")[3]
+        extended.append(jid)
+        return httpx.Response(200, json={"jid": jid, "lease_expires_at": "2030-01-01T00:00:00Z"})
+
+    log = logging.getLogger("werk_client.worker")
+    client = AsyncClient("http://werk.test", transport=httpx.MockTransport(handler))
+    keeper = LeaseKeeper(client, asyncio.get_running_loop(), 0.004, log, on_lost=lambda run: None)
+
+    def running(jid: str, reserve_for: int) -> RunningJob:
+        record = JobRecord.from_wire(
+            {**JOB, "jid": jid, "reserve_for": reserve_for, "state": "active", "lease": jid}
+        )
+        return RunningJob(record, None, keeper, log)
+
+    slow, fast = running("slow-job", 1800), running("fast-job", 60)  # every 7.2 s / 0.24 s
+    async with client:
+        keeper.watch(slow)  # the timer is set for the slow job's extension ...
+        keeper.watch(fast)  # ... and brought forward for the fast one's
+        await asyncio.sleep(0.65)
+        keeper.release(fast)
+        keeper.release(slow)
+        count = len(extended)
+        await asyncio.sleep(0.3)
+    assert extended.count("fast-job") >= 2 and "slow-job" not in extended
+    assert len(extended) == count  # released: no more extensions

@@ -10,9 +10,7 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self
-
-import httpx
+from typing import TYPE_CHECKING, Any, Self
 
 from . import protocol
 from .errors import Unavailable, error_from_response
@@ -29,7 +27,12 @@ from .models import (
 )
 from .protocol import UNSET, Call
 from .retry import RetryPolicy
+from .senders import async_sender
+from .transport import TransportError
 from .version import USER_AGENT
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["AsyncClient"]
 
@@ -55,16 +58,18 @@ class AsyncClient:
         self.url = protocol.resolve_url(url)
         self._retry = retry or RetryPolicy()
         self._timeout = timeout
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            headers={
-                **protocol.auth_headers(protocol.resolve_token(token)),
-                "User-Agent": USER_AGENT,
-            },
-            timeout=timeout,
-            transport=transport,
-            limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
-        )
+        headers = {
+            **protocol.auth_headers(protocol.resolve_token(token)),
+            "User-Agent": USER_AGENT,
+        }
+        self._sender = async_sender(self.url, headers, timeout, transport, limits)
+
+    def _keep_idle(self, connections: int) -> None:
+        """No cap on connections, ``connections`` of them kept idle: a worker's long polls each
+        hold one, and its heartbeats and acks must never wait behind them."""
+        keep = getattr(self._sender, "keep_idle", None)
+        if keep is not None:
+            keep(connections)
 
     async def __aenter__(self) -> Self:
         return self
@@ -78,7 +83,7 @@ class AsyncClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._sender.aclose()
 
     # -- producer side ---------------------------------------------------------------------
 
@@ -218,25 +223,21 @@ class AsyncClient:
 
     # -- transport -------------------------------------------------------------------------
 
-    async def _send(self, call: Call) -> Any:
+    async def _send(self, call: Call) -> bytes:
+        """The answer's body; typed errors for error answers and unreachable servers."""
+        timeout = call.timeout if call.timeout is not None else self._timeout
         attempt = 0
         while True:
             retry_after: float | None = None
             try:
-                response = await self._http.request(
-                    call.method,
-                    call.path,
-                    json=call.json,
-                    headers=call.headers,
-                    timeout=call.timeout if call.timeout is not None else self._timeout,
-                )
-            except httpx.TransportError as exc:
+                response = await self._sender.send(call, timeout)
+            except TransportError as exc:
                 retryable = self._retry.should_retry_exception(exc, idempotent=call.idempotent)
                 if not retryable or attempt + 1 >= self._retry.attempts:
                     raise Unavailable(f"{type(exc).__name__}: {exc}", code="unreachable") from exc
             else:
                 if response.is_success:
-                    return response.json() if response.content else None
+                    return response.content
                 error = error_from_response(response)
                 if not self._retry.should_retry_status(response.status_code):
                     raise error

@@ -10,9 +10,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self
-
-import httpx
+from typing import TYPE_CHECKING, Any, Self
 
 from . import protocol
 from .errors import Unavailable, error_from_response
@@ -29,7 +27,12 @@ from .models import (
 )
 from .protocol import UNSET, Call
 from .retry import RetryPolicy
+from .senders import sync_sender
+from .transport import TransportError
 from .version import USER_AGENT
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Client"]
 
@@ -54,16 +57,11 @@ class Client:
         self.url = protocol.resolve_url(url)
         self._retry = retry or RetryPolicy()
         self._timeout = timeout
-        self._http = httpx.Client(
-            base_url=self.url,
-            headers={
-                **protocol.auth_headers(protocol.resolve_token(token)),
-                "User-Agent": USER_AGENT,
-            },
-            timeout=timeout,
-            transport=transport,
-            limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
-        )
+        headers = {
+            **protocol.auth_headers(protocol.resolve_token(token)),
+            "User-Agent": USER_AGENT,
+        }
+        self._sender = sync_sender(self.url, headers, timeout, transport, limits)
 
     def __enter__(self) -> Self:
         return self
@@ -77,7 +75,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        self._sender.close()
 
     # -- producer side ---------------------------------------------------------------------
 
@@ -215,25 +213,21 @@ class Client:
 
     # -- transport -------------------------------------------------------------------------
 
-    def _send(self, call: Call) -> Any:
+    def _send(self, call: Call) -> bytes:
+        """The answer's body; typed errors for error answers and unreachable servers."""
+        timeout = call.timeout if call.timeout is not None else self._timeout
         attempt = 0
         while True:
             retry_after: float | None = None
             try:
-                response = self._http.request(
-                    call.method,
-                    call.path,
-                    json=call.json,
-                    headers=call.headers,
-                    timeout=call.timeout if call.timeout is not None else self._timeout,
-                )
-            except httpx.TransportError as exc:
+                response = self._sender.send(call, timeout)
+            except TransportError as exc:
                 retryable = self._retry.should_retry_exception(exc, idempotent=call.idempotent)
                 if not retryable or attempt + 1 >= self._retry.attempts:
                     raise Unavailable(f"{type(exc).__name__}: {exc}", code="unreachable") from exc
             else:
                 if response.is_success:
-                    return response.json() if response.content else None
+                    return response.content
                 error = error_from_response(response)
                 if not self._retry.should_retry_status(response.status_code):
                     raise error

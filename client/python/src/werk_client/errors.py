@@ -8,9 +8,9 @@ the code, so a newer server never crashes an older client.
 
 from __future__ import annotations
 
-from typing import Any
-
-import httpx
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 __all__ = [
     "Forbidden",
@@ -142,7 +142,24 @@ _BY_STATUS: dict[int, type[WerkError]] = {
 }
 
 
-def parse_retry_after(response: httpx.Response) -> float | None:
+class Answer(Protocol):
+    """What an error is built from: ``transport.Response``, or an ``httpx.Response`` when the
+    client was given an httpx transport."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def reason_phrase(self) -> str: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def content(self) -> bytes: ...
+
+
+def parse_retry_after(response: Answer) -> float | None:
     """Seconds from a ``Retry-After`` header given as a number; dates are ignored."""
     value = response.headers.get("retry-after")
     if value is None:
@@ -153,7 +170,7 @@ def parse_retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def error_from_response(response: httpx.Response) -> WerkError:
+def error_from_response(response: Answer) -> WerkError:
     """Build the typed exception for a non-2xx answer.
 
     The problem+json ``code`` decides the class; the status is the fallback for answers that
@@ -161,10 +178,10 @@ def error_from_response(response: httpx.Response) -> WerkError:
     """
     body: dict[str, Any] = {}
     try:
-        parsed = response.json()
+        parsed = json.loads(response.content)
         if isinstance(parsed, dict):
             body = parsed
-    except ValueError:
+    except (ValueError, UnicodeDecodeError):
         pass
     code = body.get("code") if isinstance(body.get("code"), str) else None
     detail = body.get("detail") or body.get("title") or response.reason_phrase or ""

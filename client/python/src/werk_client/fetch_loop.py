@@ -52,6 +52,9 @@ class FetchLoop:
         self._failures = 0
         # Enough concurrent requests that small fetch sizes can fill the capacity.
         self._max_fetches = max(2, -(-self._concurrency // self._fetch_size))
+        # With a fetch already in flight, the next one waits for half a batch of free capacity:
+        # jobs that finish one by one would otherwise each send a fetch for one or two jobs.
+        self._batch_floor = max(1, min(self._fetch_size, self._concurrency) // 2)
 
     def _free(self) -> int:
         """Jobs the next fetch may ask for (see ``running`` for the two limits)."""
@@ -70,7 +73,8 @@ class FetchLoop:
         try:
             while self._fetching():
                 free = self._free()
-                if free <= 0 or len(fetches) >= self._max_fetches:
+                floor = self._batch_floor if fetches else 1
+                if free < floor or len(fetches) >= self._max_fetches:
                     wake.clear()
                     await wake.wait()
                     continue

@@ -34,9 +34,19 @@ class Job:
         self.record = record
         self._control = control
         self._progress: Any = record.progress
-        self.log = logging.LoggerAdapter(
-            logger, {"jid": record.jid, "jobtype": record.jobtype, "attempt": record.attempt}
-        )
+        self._logger = logger
+        self._log: logging.LoggerAdapter[logging.Logger] | None = None
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose lines carry the job's jid, jobtype and attempt."""
+        if self._log is None:
+            record = self.record
+            self._log = logging.LoggerAdapter(
+                self._logger,
+                {"jid": record.jid, "jobtype": record.jobtype, "attempt": record.attempt},
+            )
+        return self._log
 
     @property
     def jid(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,9 @@ class LeaseKeeper:
         self._fraction = fraction
         self._log = log
         self._on_lost = on_lost
+        self._watched: dict[RunningJob, None] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._due = math.inf
 
     def interval(self, record: JobRecord) -> float:
         return extend_interval(record, self._fraction)
@@ -52,19 +56,40 @@ class LeaseKeeper:
     def watch(self, run: RunningJob) -> None:
         """Keep ``run``'s lease until ``release``.
 
-        The keeping task starts only once the first extension is due: most jobs end sooner,
-        and a timer is much lighter than a task per job.
+        One timer serves every watched job, set for the earliest extension due; a job gets a
+        task of its own only once its first extension is due, which most jobs never reach.
         """
-        run.keeping = self.loop.call_later(run.next_extend - time.monotonic(), self._keep, run)
+        self._watched[run] = None
+        if run.next_extend < self._due:
+            self._wake_at(run.next_extend)
 
     def release(self, run: RunningJob) -> None:
+        self._watched.pop(run, None)
         if run.keeping is not None:
             run.keeping.cancel()
 
-    def _keep(self, run: RunningJob) -> None:
-        run.keeping = asyncio.create_task(
-            self._keep_lease(run), name=f"werk-lease-{run.record.jid}"
-        )
+    def _wake_at(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._due = when
+        self._timer = self.loop.call_later(max(0.0, when - time.monotonic()), self._sweep)
+
+    def _sweep(self) -> None:
+        self._timer = None
+        self._due = math.inf
+        now = time.monotonic()
+        earliest = math.inf
+        for run in self._watched:
+            if run.done or run.keeping is not None:
+                continue
+            if run.next_extend <= now:
+                run.keeping = self.loop.create_task(
+                    self._keep_lease(run), name=f"werk-lease-{run.record.jid}"
+                )
+            else:
+                earliest = min(earliest, run.next_extend)
+        if earliest < math.inf:
+            self._wake_at(earliest)
 
     async def _keep_lease(self, run: RunningJob) -> None:
         while not run.done:

@@ -3,14 +3,17 @@
 The wire format is JSON; these dataclasses exist so editors and type checkers know the fields
 and timestamps arrive as timezone-aware ``datetime`` objects rather than strings. Unknown
 fields the server may add later are ignored, so a newer server never breaks an older client.
+Answers are decoded straight into these classes by msgspec (see ``protocol``); the jobs of a
+``push_many`` answer only when the caller reads them.
 """
 
 from __future__ import annotations
 
-import uuid
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 __all__ = [
     "AckManyResult",
@@ -37,7 +40,10 @@ def new_jid() -> str:
     Minted by the client before the first attempt so that a push retried after a lost answer
     names the same job, and the server stores it once.
     """
-    return uuid.uuid4().hex
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    return raw.hex()
 
 
 def check_args(args: object) -> None:
@@ -114,23 +120,23 @@ class JobRecord:
 
     jid: str
     jobtype: str
-    args: list[Any]
-    queue: str
-    priority: int
-    reserve_for: int
-    retry: int
-    backtrace: int
-    custom: dict[str, Any]
-    at: datetime | None
-    state: str
-    created_at: datetime | None
-    enqueued_at: datetime | None
-    attempt: int
-    progress: Any
-    failure: Failure | None
-    lease: str | None
-    lease_expires_at: datetime | None
-    wid: str | None
+    args: list[Any] = field(default_factory=list)
+    queue: str = "default"
+    priority: int = 0
+    reserve_for: int = 1800
+    retry: int = 25
+    backtrace: int = 0
+    custom: dict[str, Any] = field(default_factory=dict)
+    at: datetime | None = None
+    state: str = ""
+    created_at: datetime | None = None
+    enqueued_at: datetime | None = None
+    attempt: int = 0
+    progress: Any = None
+    failure: Failure | None = None
+    lease: str | None = None
+    lease_expires_at: datetime | None = None
+    wid: str | None = None
     created: bool | None = None
 
     @classmethod
@@ -180,26 +186,73 @@ class JobSpec:
 
     def to_wire(self) -> dict[str, Any]:
         """The push body; fields left as ``None`` are omitted so the server's defaults apply."""
-        body: dict[str, Any] = {"jid": self.jid, "jobtype": self.jobtype, "args": list(self.args)}
-        optional = {
-            "queue": self.queue,
-            "at": format_at(self.at),
-            "retry": self.retry,
-            "reserve_for": self.reserve_for,
-            "priority": self.priority,
-            "backtrace": self.backtrace,
-            "custom": self.custom,
+        args = self.args
+        body: dict[str, Any] = {
+            "jid": self.jid,
+            "jobtype": self.jobtype,
+            "args": args if type(args) is list else list(args),
         }
-        body.update({k: v for k, v in optional.items() if v is not None})
+        if self.queue is not None:
+            body["queue"] = self.queue
+        if self.at is not None:
+            body["at"] = format_at(self.at)
+        if self.retry is not None:
+            body["retry"] = self.retry
+        if self.reserve_for is not None:
+            body["reserve_for"] = self.reserve_for
+        if self.priority is not None:
+            body["priority"] = self.priority
+        if self.backtrace is not None:
+            body["backtrace"] = self.backtrace
+        if self.custom is not None:
+            body["custom"] = self.custom
         return body
 
 
-@dataclass(frozen=True, slots=True)
+class Undecoded:
+    """Jobs as the server sent them (JSON arrays of jobs), with the function that decodes them."""
+
+    __slots__ = ("decode", "parts")
+
+    def __init__(self, parts: list[bytes], decode: Callable[[bytes], list[JobRecord]]) -> None:
+        self.parts = parts
+        self.decode = decode
+
+
+class _JobsOnRead:
+    """``PushManyResult.jobs``: decoded when first read, so a producer that only wanted its
+    jobs stored builds no objects for them."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _JobsOnRead: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type) -> list[JobRecord]: ...
+
+    def __get__(self, obj: object | None, owner: type) -> list[JobRecord] | _JobsOnRead:
+        if obj is None:
+            raise AttributeError("no default")  # the dataclass field is required
+        value = obj.__dict__[self._slot]
+        if isinstance(value, Undecoded):
+            jobs: list[JobRecord] = []
+            for part in value.parts:
+                jobs.extend(value.decode(part))
+            obj.__dict__[self._slot] = value = jobs
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: list[JobRecord] | Undecoded) -> None:
+        obj.__dict__[self._slot] = value
+
+
+@dataclass(frozen=True)
 class PushManyResult:
     """Jobs stored by ``push_many`` (in input order) and how many were new."""
 
-    jobs: list[JobRecord]
-    created: int
+    jobs: _JobsOnRead = _JobsOnRead()  # required: the descriptor gives no default
+    created: int  # type: ignore[misc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +269,8 @@ class PushJidsResult:
 class AckManyResult:
     """Outcome of a batch ack: jids acknowledged, and jids whose lease was no longer ours."""
 
-    acked: list[str]
-    lease_lost: list[str]
+    acked: list[str] = field(default_factory=list)
+    lease_lost: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +280,7 @@ class FailResult:
 
     jid: str
     state: str
-    next_at: datetime | None
+    next_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,13 @@ means the two can never drift apart, and the wire contract is readable in one pl
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
+
+import msgspec
 
 from .models import (
     AckManyResult,
@@ -22,9 +24,9 @@ from .models import (
     PushJidsResult,
     PushManyResult,
     ServerInfo,
+    Undecoded,
     WorkerState,
     check_args,
-    parse_time,
 )
 
 DEFAULT_URL = "http://127.0.0.1:7420"
@@ -61,6 +63,39 @@ class Call:
     idempotent: bool = True
     timeout: float | None = None
     headers: Mapping[str, str] | None = None
+
+    def body(self) -> bytes | None:
+        return None if self.json is None else encode_json(self.json)
+
+
+encode_json: Callable[[Any], bytes] = msgspec.json.Encoder().encode
+
+
+class _Fetched(msgspec.Struct):
+    jobs: list[JobRecord]
+
+
+class _Pushed(msgspec.Struct):
+    """A batch push's full answer: the jobs stay undecoded until read."""
+
+    jobs: msgspec.Raw
+    created: int
+
+
+class _Beat(msgspec.Struct):
+    state: str = "running"
+
+
+_decode_job = msgspec.json.Decoder(JobRecord).decode
+_decode_jobs = msgspec.json.Decoder(list[JobRecord]).decode
+_decode_fetched = msgspec.json.Decoder(_Fetched).decode
+_decode_pushed = msgspec.json.Decoder(_Pushed).decode
+_decode_jids = msgspec.json.Decoder(PushJidsResult).decode
+_decode_acks = msgspec.json.Decoder(AckManyResult).decode
+_decode_fail = msgspec.json.Decoder(FailResult).decode
+_decode_extend = msgspec.json.Decoder(ExtendResult).decode
+_decode_beat = msgspec.json.Decoder(_Beat).decode
+decode_any: Callable[[bytes], Any] = msgspec.json.Decoder().decode
 
 
 def _jid_path(jid: str, action: str = "") -> str:
@@ -129,21 +164,17 @@ def push_batch_call(specs: Sequence[JobSpec], *, jids_only: bool = False) -> Cal
     return Call("POST", "/v1/jobs/batch", {"jobs": [s.to_wire() for s in specs]}, headers=headers)
 
 
-def parse_job(data: Any) -> JobRecord:
-    return JobRecord.from_wire(data)
+def parse_job(data: bytes) -> JobRecord:
+    return _decode_job(data)
 
 
-def parse_push_batch(data: Any) -> PushManyResult:
-    jobs = [JobRecord.from_wire(j) for j in data.get("jobs", [])]
-    return PushManyResult(jobs=jobs, created=int(data.get("created", len(jobs))))
+def parse_push_batch(data: bytes) -> PushManyResult:
+    pushed = _decode_pushed(data)
+    return PushManyResult(jobs=Undecoded([pushed.jobs], _decode_jobs), created=pushed.created)
 
 
-def parse_push_jids(data: Any) -> PushJidsResult:
-    return PushJidsResult(
-        jids=[str(j) for j in data["jids"]],
-        created=int(data["created"]),
-        existed=[str(j) for j in data["existed"]],
-    )
+def parse_push_jids(data: bytes) -> PushJidsResult:
+    return _decode_jids(data)
 
 
 def merge_push_jids(results: Iterable[PushJidsResult]) -> PushJidsResult:
@@ -157,13 +188,22 @@ def merge_push_jids(results: Iterable[PushJidsResult]) -> PushJidsResult:
     return PushJidsResult(jids=jids, created=created, existed=existed)
 
 
-def merge_push_results(results: Iterable[PushManyResult]) -> PushManyResult:
-    jobs: list[JobRecord] = []
-    created = 0
+def merge_push_results(results: Sequence[PushManyResult]) -> PushManyResult:
+    """One result for all the requests of a ``push_many``, its jobs still undecoded."""
+    if len(results) == 1:
+        return results[0]
+    parts: list[bytes] = []
     for result in results:
-        jobs.extend(result.jobs)
-        created += result.created
-    return PushManyResult(jobs=jobs, created=created)
+        parts.extend(_undecoded(result).parts)
+    return PushManyResult(
+        jobs=Undecoded(parts, _decode_jobs), created=sum(r.created for r in results)
+    )
+
+
+def _undecoded(result: PushManyResult) -> Undecoded:
+    raw = result.__dict__["_jobs"]
+    assert isinstance(raw, Undecoded), "merged before anything read them"
+    return raw
 
 
 def fetch_call(queues: Sequence[str], wid: str, count: int, wait: float) -> Call:
@@ -181,8 +221,8 @@ def fetch_call(queues: Sequence[str], wid: str, count: int, wait: float) -> Call
     return Call("POST", "/v1/fetch", body, idempotent=False, timeout=timeout)
 
 
-def parse_fetch(data: Any) -> list[JobRecord]:
-    return [JobRecord.from_wire(j) for j in data.get("jobs", [])]
+def parse_fetch(data: bytes) -> list[JobRecord]:
+    return _decode_fetched(data).jobs
 
 
 def ack_call(jid: str, lease: str) -> Call:
@@ -193,11 +233,8 @@ def ack_many_call(acks: Sequence[tuple[str, str]]) -> Call:
     return Call("POST", "/v1/ack", {"acks": [{"jid": j, "lease": lease} for j, lease in acks]})
 
 
-def parse_ack_many(data: Any) -> AckManyResult:
-    return AckManyResult(
-        acked=[str(j) for j in data.get("acked", [])],
-        lease_lost=[str(j) for j in data.get("lease_lost", [])],
-    )
+def parse_ack_many(data: bytes) -> AckManyResult:
+    return _decode_acks(data)
 
 
 def fail_call(
@@ -223,10 +260,8 @@ def fail_call(
     return Call("POST", _jid_path(jid, "fail"), body)
 
 
-def parse_fail(data: Any) -> FailResult:
-    return FailResult(
-        jid=str(data["jid"]), state=str(data["state"]), next_at=parse_time(data.get("next_at"))
-    )
+def parse_fail(data: bytes) -> FailResult:
+    return _decode_fail(data)
 
 
 def extend_call(jid: str, lease: str, *, reserve_for: int | None, progress: Any) -> Call:
@@ -238,10 +273,8 @@ def extend_call(jid: str, lease: str, *, reserve_for: int | None, progress: Any)
     return Call("POST", _jid_path(jid, "extend"), body)
 
 
-def parse_extend(data: Any) -> ExtendResult:
-    expires = parse_time(data["lease_expires_at"])
-    assert expires is not None
-    return ExtendResult(jid=str(data["jid"]), lease_expires_at=expires)
+def parse_extend(data: bytes) -> ExtendResult:
+    return _decode_extend(data)
 
 
 def beat_call(
@@ -265,11 +298,11 @@ def beat_call(
     return Call("POST", "/v1/beat", body)
 
 
-def parse_beat(data: Any) -> WorkerState:
-    state = data.get("state", "running")
+def parse_beat(data: bytes) -> WorkerState:
+    state = _decode_beat(data).state
     if state not in ("running", "quiet", "terminate"):
         return "running"
-    return state  # type: ignore[no-any-return]
+    return state  # type: ignore[return-value]
 
 
 def get_call(jid: str) -> Call:
@@ -280,5 +313,5 @@ def info_call() -> Call:
     return Call("GET", "/v1/info")
 
 
-def parse_info(data: Any) -> ServerInfo:
-    return ServerInfo.from_wire(data)
+def parse_info(data: bytes) -> ServerInfo:
+    return ServerInfo.from_wire(decode_any(data))

@@ -16,13 +16,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-import httpx
+from .transport import ConnectError, TransportError
 
 __all__ = ["RetryPolicy"]
 
 TRANSIENT_STATUSES = frozenset({502, 503, 504})
-
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +47,9 @@ class RetryPolicy:
     @staticmethod
     def should_retry_exception(exc: Exception, *, idempotent: bool) -> bool:
         """Transport failures: retry if the request surely was not sent, or it may be repeated."""
-        if isinstance(exc, _NOT_SENT):
+        if isinstance(exc, ConnectError):
             return True
-        return idempotent and isinstance(exc, httpx.TransportError)
+        return idempotent and isinstance(exc, TransportError)
 
     @staticmethod
     def should_retry_status(status: int) -> bool:

@@ -12,12 +12,13 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from .failures import FailureReport, describe_failure
 from .process_mode import ProcessRunner
-from .registry import Middleware, Registry
+from .registry import Handler, Middleware, Registry
 from .running import RunningJob
-from .threads import DaemonThreadPool
+from .threads import DaemonThreadPool, LoopHandoff
 from .worker_config import WorkerConfig
 
 __all__ = ["Runner"]
@@ -40,6 +41,7 @@ class Runner:
         self._middleware = list(middleware)
         self._backtrace_lines = config.backtrace_lines
         self._threads = DaemonThreadPool(config.concurrency)
+        self._handoff: LoopHandoff | None = None
         self._processes = (
             ProcessRunner(url=url, token=token, max_workers=config.concurrency, preload=preload)
             if config.process
@@ -59,6 +61,17 @@ class Runner:
                 backtrace=[],
             )
         handler = run.handler
+        if not self._middleware and self._processes is None:
+            try:
+                if handler.is_async:
+                    await handler.call(run.record.args, run.job)
+                else:
+                    await self._in_thread(handler, run)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                return describe_failure(exc, self._max_lines(run))
+            return None
 
         async def execute() -> None:
             if self._processes is not None:
@@ -66,11 +79,7 @@ class Runner:
             elif handler.is_async:
                 await handler.call(run.record.args, run.job)
             else:
-                context = contextvars.copy_context()
-                call = functools.partial(context.run, handler.call, run.record.args, run.job)
-                result = await asyncio.wrap_future(self._threads.submit(call))
-                if inspect.isawaitable(result):
-                    await result
+                await self._in_thread(handler, run)
 
         chain: Callable[[], Awaitable[None]] = execute
         for middleware in reversed(self._middleware):
@@ -82,6 +91,19 @@ class Runner:
         except BaseException as exc:
             return describe_failure(exc, self._max_lines(run))
         return None
+
+    async def _in_thread(self, handler: Handler, run: RunningJob) -> None:
+        """A plain handler on the thread pool, with the caller's context variables."""
+        loop = asyncio.get_running_loop()
+        if self._handoff is None:
+            self._handoff = LoopHandoff(loop)
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, handler.call, run.record.args, run.job)
+        future: asyncio.Future[Any] = loop.create_future()
+        self._threads.run_for(call, future, self._handoff)
+        result = await future
+        if inspect.isawaitable(result):
+            await result
 
     def _max_lines(self, run: RunningJob) -> int:
         """Backtrace lines to send: the job's own limit, within the worker's."""

@@ -57,7 +57,7 @@ class RunningJob:
         self.handler = handler
         self.handling = True  # holds a slot until its handler returns (RunningJobs.handled)
         self.keeper = keeper
-        self.keeping: asyncio.TimerHandle | asyncio.Task[None] | None = None
+        self.keeping: asyncio.Task[None] | None = None  # extending the lease, once due
         self.settled = False
         self.lost = False
         self.started = time.monotonic()

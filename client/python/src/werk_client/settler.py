@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -18,12 +18,13 @@ from .acks import AckBatcher
 from .async_client import AsyncClient
 from .errors import JobNotFound, LeaseLost, ValidationError, WerkError
 from .failures import FailureReport
-from .models import FailResult
+from .models import AckManyResult, FailResult
 from .running import RunningJob
 
 __all__ = ["Settler"]
 
 T = TypeVar("T")
+_Waiting = tuple[RunningJob, Callable[[RunningJob, bool], None]]
 
 # Tries to deliver an ack/fail when the server is unreachable (each try already retried by the
 # client).
@@ -49,7 +50,9 @@ class Settler:
         log: logging.Logger,
     ) -> None:
         self._client = client
-        self._acker = AckBatcher(client) if batch_ack else None
+        self._acker: AckBatcher[_Waiting] | None = (
+            AckBatcher(self._send_acks, self._ack_outcome) if batch_ack else None
+        )
         self._shutting_down = shutting_down
         self._log = log
 
@@ -69,32 +72,63 @@ class Settler:
                 await asyncio.sleep(min(_BACKOFF_CAP, 0.5 * 2**attempt))
         return await send(*args)
 
-    async def _ack_alone(self, jid: str, lease: str) -> bool:
-        await self._client.ack(jid, lease)
-        return True
+    @property
+    def batching(self) -> bool:
+        return self._acker is not None
+
+    async def _send_acks(self, pairs: Sequence[tuple[str, str]]) -> AckManyResult:
+        return await self._try_hard(self._client.ack_many, pairs)
+
+    def ack_soon(self, run: RunningJob, settled: Callable[[RunningJob, bool], None]) -> None:
+        """Batched ack: ``settled(run, acked)`` once the server answered (or gave up)."""
+        assert self._acker is not None
+        self._acker.add(run.record.jid, run.lease, (run, settled))
+
+    def _ack_outcome(self, waiting: _Waiting, acked: bool, error: Exception | None) -> None:
+        run, settled = waiting
+        settled(run, self._report_ack(run, acked, error))
+
+    async def drained(self) -> None:
+        """Wait until every batched ack has its answer."""
+        if self._acker is not None:
+            await self._acker.drained()
 
     async def ack(self, run: RunningJob) -> bool:
-        duration_ms = _duration_ms(run)
+        """Ack one job (in the next batch when batching); True once the server recorded it."""
+        if self._acker is not None:
+            answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+            def settled(_: RunningJob, acked: bool) -> None:
+                if not answer.done():
+                    answer.set_result(acked)
+
+            self.ack_soon(run, settled)
+            return await answer
         try:
-            send = self._acker.ack if self._acker is not None else self._ack_alone
-            acked = await self._try_hard(send, run.record.jid, run.lease)
-        except (LeaseLost, JobNotFound):
-            acked = False
+            await self._try_hard(self._client.ack, run.record.jid, run.lease)
         except WerkError as exc:
-            self._log.error(
+            return self._report_ack(run, False, exc)
+        return self._report_ack(run, True, None)
+
+    def _report_ack(self, run: RunningJob, acked: bool, error: Exception | None) -> bool:
+        """Log the outcome of an ack; True if the job is done (the server recorded the ack)."""
+        log = self._log
+        if error is not None and not isinstance(error, LeaseLost | JobNotFound):
+            log.error(
                 "ack failed (%s); the job will run again once its lease expires",
-                exc,
-                extra=run.fields(duration_ms=duration_ms),
+                error,
+                extra=run.fields(duration_ms=_duration_ms(run)),
             )
             return False
         if acked:
-            self._log.info("job done", extra=run.fields(duration_ms=duration_ms))
-        else:
-            self._log.warning(
-                "job done but its lease was lost before the ack; it may run again",
-                extra=run.fields(duration_ms=duration_ms),
-            )
-        return acked
+            if log.isEnabledFor(logging.INFO):
+                log.info("job done", extra=run.fields(duration_ms=_duration_ms(run)))
+            return True
+        log.warning(
+            "job done but its lease was lost before the ack; it may run again",
+            extra=run.fields(duration_ms=_duration_ms(run)),
+        )
+        return False
 
     async def fail(self, run: RunningJob, report: FailureReport) -> bool:
         duration_ms = _duration_ms(run)

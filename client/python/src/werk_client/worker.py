@@ -14,15 +14,16 @@ with its jid and left to the server's lease expiry / lost-worker detection to re
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import inspect
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
-
-import httpx
 
 from . import protocol
 from .async_client import AsyncClient
@@ -40,6 +41,20 @@ from .worker_config import WorkerConfig
 __all__ = ["Worker"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    if os.environ.get("WERK_LOOP", "auto") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def _handled(jobs: RunningJobs, run: RunningJob, _: object) -> None:
+    jobs.handled(run)
 
 
 async def _call_hook(hook: Callable[[], Any]) -> None:
@@ -134,8 +149,14 @@ class Worker:
     # -- running ---------------------------------------------------------------------------
 
     def run(self, *, handle_signals: bool = True) -> None:
-        """Run until stopped (blocking). Installs SIGTERM/SIGINT handlers by default."""
-        asyncio.run(self.run_async(handle_signals=handle_signals))
+        """Run until stopped (blocking). Installs SIGTERM/SIGINT handlers by default.
+
+        The loop is uvloop's when it is installed (``pip install werk-client[uvloop]``; set
+        ``WERK_LOOP=asyncio`` to keep the standard one): the runtime's own work per job is
+        mostly event-loop work (a task per job, callbacks), which uvloop does in C.
+        """
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(self.run_async(handle_signals=handle_signals))
 
     async def run_async(self, *, handle_signals: bool = False) -> None:
         """Run until stopped, inside an existing event loop."""
@@ -147,11 +168,11 @@ class Worker:
         self._shutdown = asyncio.Event()
         self._grace_cut = asyncio.Event()
         owns_client = self._client is None
-        # Every long poll holds a connection; heartbeats must never queue behind them.
-        limits = httpx.Limits(
-            max_connections=None, max_keepalive_connections=self.config.concurrency + 10
-        )
-        client = self._client or AsyncClient(self.url, token=self._token or "", limits=limits)
+        client = self._client
+        if client is None:
+            client = AsyncClient(self.url, token=self._token or "")
+            # Every long poll holds a connection: keep as many as may be in use at once.
+            client._keep_idle(self.config.concurrency + 10)
         self._client = client
         self._compose(client, loop)
         installed = self._install_signal_handlers(loop) if handle_signals else []
@@ -195,6 +216,8 @@ class Worker:
         """The parts of one run, all made before the first await so control calls find them."""
         config = self.config
         self._jobs = RunningJobs()
+        self._loop_create_task = loop.create_task
+        self._debug = self.log.isEnabledFor(logging.DEBUG)
         self._runner = Runner(
             self.registry,
             [*self.registry.middlewares, *self._extra_middleware],
@@ -310,6 +333,9 @@ class Worker:
         tasks = [run.task for run in self._jobs if run.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=30)
+        # Jobs whose handler returned count as done only once their batched ack is answered.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._settler.drained(), timeout=30)
         self._state = "terminate"
 
     async def _fail_running(self) -> None:
@@ -334,13 +360,16 @@ class Worker:
         run = RunningJob(record, self.registry.get(record.jobtype), self._keeper, self.log)
         jobs = self._jobs
         jobs.add(run)
-        run.task = asyncio.create_task(self._process(run), name=f"werk-job-{record.jid}")
+        run.task = task = self._loop_create_task(self._process(run))
         # Also when the task is cancelled before it ran (then none of _process runs).
-        run.task.add_done_callback(lambda _: jobs.handled(run))
+        task.add_done_callback(functools.partial(_handled, jobs, run))
 
     async def _process(self, run: RunningJob) -> None:
-        self._keeper.watch(run)
-        self.log.debug("job started", extra=run.fields())
+        keeper = self._keeper
+        keeper.watch(run)
+        if self._debug:
+            self.log.debug("job started", extra=run.fields())
+        waiting_for_ack = False
         try:
             try:
                 report = await self._runner.run(run)
@@ -354,13 +383,25 @@ class Worker:
                 return
             run.settled = True
             if report is None:
-                if await self._settler.ack(run):
+                if self._settler.batching:
+                    # Settled when the batch's answer arrives; until then the job still counts
+                    # against the second ``concurrency`` and the worker's exit waits for it.
+                    self._settler.ack_soon(run, self._acked)
+                    waiting_for_ack = True
+                elif await self._settler.ack(run):
                     self.processed += 1
             elif await self._settler.fail(run, report):
                 self.failed += 1
         finally:
-            self._keeper.release(run)
-            self._jobs.remove(run)
+            if not waiting_for_ack:
+                keeper.release(run)
+                self._jobs.remove(run)
+
+    def _acked(self, run: RunningJob, acked: bool) -> None:
+        if acked:
+            self.processed += 1
+        self._keeper.release(run)
+        self._jobs.remove(run)
 
     # -- leases ----------------------------------------------------------------------------
 
