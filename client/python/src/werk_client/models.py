@@ -18,6 +18,7 @@ __all__ = [
     "FailResult",
     "Failure",
     "JobRecord",
+    "JobResult",
     "JobSpec",
     "PushManyResult",
     "QueueInfo",
@@ -132,6 +133,9 @@ class JobRecord:
     lease_expires_at: datetime | None
     wid: str | None
     created: bool | None = None
+    keep_result_for: int = 0
+    result: Any = None
+    completed_at: datetime | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> JobRecord:
@@ -157,6 +161,42 @@ class JobRecord:
             lease_expires_at=parse_time(data.get("lease_expires_at")),
             wid=data.get("wid"),
             created=data.get("created"),
+            keep_result_for=int(data.get("keep_result_for") or 0),
+            result=data.get("result"),
+            completed_at=parse_time(data.get("completed_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """Where a job stands for whoever waits for its result (``Client.result``).
+
+    ``done`` is True once the job is settled: ``state`` then says how (``completed``, with the
+    ``result`` its ack stored; ``dead``, ``expired`` or ``cancelled``, with its ``failure`` if
+    it failed). False means the wait ended first and the job may still run.
+    """
+
+    jid: str
+    state: str
+    done: bool
+    result: Any
+    completed_at: datetime | None
+    failure: Failure | None
+
+    @property
+    def completed(self) -> bool:
+        return self.state == "completed"
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> JobResult:
+        failure = data.get("failure")
+        return cls(
+            jid=str(data["jid"]),
+            state=str(data.get("state", "")),
+            done=bool(data.get("done", False)),
+            result=data.get("result"),
+            completed_at=parse_time(data.get("completed_at")),
+            failure=Failure.from_wire(failure) if isinstance(failure, dict) else None,
         )
 
 
@@ -174,6 +214,7 @@ class JobSpec:
     backtrace: int | None = None
     custom: dict[str, Any] | None = None
     jid: str = field(default_factory=new_jid)
+    keep_result_for: int | None = None
 
     def __post_init__(self) -> None:
         check_args(self.args)
@@ -189,6 +230,7 @@ class JobSpec:
             "priority": self.priority,
             "backtrace": self.backtrace,
             "custom": self.custom,
+            "keep_result_for": self.keep_result_for,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return body

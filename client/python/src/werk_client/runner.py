@@ -12,10 +12,12 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from .failures import FailureReport, describe_failure
 from .process_mode import ProcessRunner
 from .registry import Middleware, Registry
+from .results import sendable_result
 from .running import RunningJob
 from .threads import DaemonThreadPool
 from .worker_config import WorkerConfig
@@ -47,7 +49,8 @@ class Runner:
         )
 
     async def run(self, run: RunningJob) -> FailureReport | None:
-        """Run the job's handler: None if it returned, else what to report as its failure.
+        """Run the job's handler: None if it returned (what it returned, if JSON, is then
+        ``run.result``), else what to report as its failure.
 
         Cancellation (shutdown, lost lease) propagates.
         """
@@ -61,16 +64,18 @@ class Runner:
         handler = run.handler
 
         async def execute() -> None:
+            value: Any
             if self._processes is not None:
-                await self._processes.run(handler, run.record, self._max_lines(run))
+                value = await self._processes.run(handler, run.record, self._max_lines(run))
             elif handler.is_async:
-                await handler.call(run.record.args, run.job)
+                value = await handler.call(run.record.args, run.job)
             else:
                 context = contextvars.copy_context()
                 call = functools.partial(context.run, handler.call, run.record.args, run.job)
-                result = await asyncio.wrap_future(self._threads.submit(call))
-                if inspect.isawaitable(result):
-                    await result
+                value = await asyncio.wrap_future(self._threads.submit(call))
+                if inspect.isawaitable(value):
+                    value = await value
+            run.result = sendable_result(value, run.fields())
 
         chain: Callable[[], Awaitable[None]] = execute
         for middleware in reversed(self._middleware):

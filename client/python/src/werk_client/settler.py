@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .acks import AckBatcher
 from .async_client import AsyncClient
-from .errors import JobNotFound, LeaseLost, ValidationError, WerkError
+from .errors import JobNotFound, LeaseLost, ResultTooLarge, ValidationError, WerkError
 from .failures import FailureReport
 from .models import FailResult
 from .running import RunningJob
@@ -63,21 +63,33 @@ class Settler:
         for attempt in range(attempts - 1):
             try:
                 return await send(*args)
-            except (LeaseLost, JobNotFound, ValidationError):
+            except (LeaseLost, JobNotFound, ValidationError, ResultTooLarge):
                 raise
             except WerkError:
                 await asyncio.sleep(min(_BACKOFF_CAP, 0.5 * 2**attempt))
         return await send(*args)
 
-    async def _ack_alone(self, jid: str, lease: str) -> bool:
-        await self._client.ack(jid, lease)
+    async def _ack_alone(self, jid: str, lease: str, result: Any) -> bool:
+        await self._client.ack(jid, lease, result=result)
         return True
 
     async def ack(self, run: RunningJob) -> bool:
+        """Ack the job with its handler's result; a result the server refuses (too large, or
+        not storable) is logged and the job acked without it, so it does not run again."""
         duration_ms = _duration_ms(run)
+        send = self._acker.ack if self._acker is not None else self._ack_alone
         try:
-            send = self._acker.ack if self._acker is not None else self._ack_alone
-            acked = await self._try_hard(send, run.record.jid, run.lease)
+            try:
+                acked = await self._try_hard(send, run.record.jid, run.lease, run.result)
+            except (ResultTooLarge, ValidationError) as exc:
+                if run.result is None:
+                    raise
+                self._log.error(
+                    "the server refused the job's result (%s); acking without it",
+                    exc,
+                    extra=run.fields(),
+                )
+                acked = await self._try_hard(send, run.record.jid, run.lease, None)
         except (LeaseLost, JobNotFound):
             acked = False
         except WerkError as exc:
