@@ -9,9 +9,8 @@ import time
 
 import pytest
 
-from werk_client import AsyncClient, Client, JobNotFound, JobResult, Registry, Worker
-
 from tests.sdk.jobs_app import answer
+from werk_client import AsyncClient, Client, JobNotFound, JobResult, Registry, Worker
 
 
 def test_client_round_trip(werk_server):
