@@ -299,3 +299,12 @@ async def _until(predicate, seconds: float = 10) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.01)
+
+
+async def test_kept_jobs_are_counted_in_the_metrics(api):
+    await push(api, jid="result-metrics-1", queue="reports", keep_result_for=60)
+    r = await api.http.post("/v1/fetch", json={"queues": ["reports"], "wid": "w"})
+    (job,) = r.json()["jobs"]
+    assert (await ack(api, job, result=1)).status_code == 204
+    text = (await api.http.get("/metrics")).text
+    assert 'werk_jobs{queue="reports",state="completed"} 1' in text, text[:2000]
