@@ -152,7 +152,7 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
         while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count, new_leases(count)):
             # jid -> lease as JSON, one orjson call, as the server's codec writes it
             leases = orjson.dumps({r["jid"]: str(r["lease"]) for r in rows}).decode()
-            await conn.fetch(ack, None, leases, False, 0, "{}")
+            await conn.fetch(ack, None, leases, False, 0, "{}", "{}")
             done += len(rows)
         return done
 

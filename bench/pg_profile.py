@@ -59,7 +59,7 @@ async def _run(dsn: str, jobs: int, out: Path) -> float:
         started, done = time.perf_counter(), 0
         while rows := await claim.fetch(None, ["q"], wids, new_leases(PER_STATEMENT)):
             leases = {r["jid"]: r["lease"] for r in rows}
-            done += len(await ack.fetchval(None, leases, False, 0, {}))
+            done += len(await ack.fetchval(None, leases, False, 0, {}, {}))
         rate = done / (time.perf_counter() - started)
         perf.send_signal(signal.SIGINT)
         perf.wait()

@@ -77,7 +77,7 @@ class Side:
             t1 = _cpu_ns(self.backend)
             rows = await claim.fetch(None, ["q"], wids, new_leases(PER_STATEMENT))
             t2 = _cpu_ns(self.backend)
-            done = await ack.fetchval(None, {r["jid"]: r["lease"] for r in rows}, False, 0, {})
+            done = await ack.fetchval(None, {r["jid"]: r["lease"] for r in rows}, False, 0, {}, {})
             t3 = _cpu_ns(self.backend)
             if len(done) != PER_STATEMENT:
                 raise RuntimeError(f"acked {len(done)} of {PER_STATEMENT}")

@@ -167,6 +167,28 @@ func (c *Client) Ack(ctx context.Context, jid, lease string) error {
 	return c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(jid)+"/ack", map[string]string{"lease": lease}, nil, 0)
 }
 
+// AckResult reports success with the job's result (nil: none), stored with a job pushed with
+// KeepResultFor; a result above the server's limit is refused (code result_too_large, nothing acked).
+func (c *Client) AckResult(ctx context.Context, jid, lease string, result any) error {
+	body := map[string]any{"lease": lease}
+	if result != nil {
+		body["result"] = result
+	}
+	return c.call(ctx, "POST", "/v1/jobs/"+url.PathEscape(jid)+"/ack", body, nil, 0)
+}
+
+// Result reads the job's outcome, waiting up to wait seconds (the server's long-poll limit
+// applies) for it to settle; ErrJobNotFound when it is not stored (a job is deleted at ack
+// unless pushed with KeepResultFor).
+func (c *Client) Result(ctx context.Context, jid string, wait float64) (*JobResult, error) {
+	path := "/v1/jobs/" + url.PathEscape(jid) + "/result"
+	if wait > 0 {
+		path += "?wait=" + strconv.FormatFloat(wait, 'f', -1, 64)
+	}
+	var out JobResult
+	return &out, c.call(ctx, "GET", path, nil, &out, time.Duration(wait*float64(time.Second)))
+}
+
 // AckMany acks (jid, lease) pairs; stale leases are listed in LeaseLost, not returned as errors.
 func (c *Client) AckMany(ctx context.Context, acks []AckItem) (*AckManyResult, error) {
 	merged := &AckManyResult{Acked: []string{}, LeaseLost: []string{}}

@@ -172,7 +172,10 @@ func perform(t *testing.T, c *Client, op string, p map[string]any) (any, error) 
 		jobs, err := c.Fetch(ctx, req)
 		return map[string]any{"jobs": jobs}, err
 	case "ack":
-		return nil, c.Ack(ctx, jid, lease)
+		return nil, c.AckResult(ctx, jid, lease, p["result"])
+	case "result":
+		wait, _ := p["wait"].(float64)
+		return c.Result(ctx, jid, wait)
 	case "ack_many":
 		var body struct{ Acks []AckItem }
 		decode(t, p, &body)

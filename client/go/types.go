@@ -29,6 +29,28 @@ type Job struct {
 	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
 	WID            *string         `json:"wid"`
 	Created        *bool           `json:"created,omitempty"`
+	// KeepResultFor: seconds the job stays readable as completed after its ack (0: deleted).
+	KeepResultFor int             `json:"keep_result_for"`
+	Result        json.RawMessage `json:"result"`
+	CompletedAt   *time.Time      `json:"completed_at"`
+
+	result any // set by a handler (SetResult): sent with the worker's ack
+}
+
+// SetResult records what the job produced; the Worker sends it with the ack (stored with a job
+// pushed with KeepResultFor). It must marshal to JSON.
+func (j *Job) SetResult(v any) { j.result = v }
+
+// JobResult is where a job stands for whoever waits for its result (Client.Result). Done is true
+// once the job is settled: State then says how (completed, with Result; dead, expired or
+// cancelled, with Failure if it failed). False: the wait ended first.
+type JobResult struct {
+	JID         string          `json:"jid"`
+	State       string          `json:"state"`
+	Done        bool            `json:"done"`
+	Result      json.RawMessage `json:"result"`
+	CompletedAt *time.Time      `json:"completed_at"`
+	Failure     *Failure        `json:"failure"`
 }
 
 // LeaseToken is the job's current lease ("" when it is not active).
@@ -65,6 +87,8 @@ type JobSpec struct {
 	Custom     map[string]any `json:"custom,omitempty"`
 	// At: run no earlier than this RFC 3339 time with a zone (see werk.At).
 	At string `json:"at,omitempty"`
+	// KeepResultFor: seconds the job stays readable as completed after its ack, with its result.
+	KeepResultFor int `json:"keep_result_for,omitempty"`
 }
 
 // Int returns a pointer to v (for JobSpec.Retry and FailReport.RetryIn).
@@ -96,10 +120,11 @@ type FetchRequest struct {
 	Wait   float64  `json:"wait"`
 }
 
-// AckItem is one (jid, lease) pair for AckMany.
+// AckItem is one (jid, lease) pair for AckMany, with an optional Result (nil: none).
 type AckItem struct {
-	JID   string `json:"jid"`
-	Lease string `json:"lease"`
+	JID    string `json:"jid"`
+	Lease  string `json:"lease"`
+	Result any    `json:"result,omitempty"`
 }
 
 // AckManyResult: acked jobs, and jobs whose lease was not current (not acked).

@@ -2,6 +2,7 @@ package werk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -432,7 +433,7 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 	if !r.claim() {
 		return
 	}
-	if err := w.Client.Ack(context.Background(), r.job.JID, r.job.LeaseToken()); err != nil {
+	if err := w.ack(r.job); err != nil {
 		w.reportSettle(r, err)
 		return
 	}
@@ -501,4 +502,24 @@ func (w *Worker) reportSettle(r *runningJob, err error) {
 	}
 	w.Logger.Printf("werk worker %s: could not settle job %s (the server will retry it when its lease expires): %v",
 		w.WID, r.job.JID, err)
+}
+
+// ack acks the job with the result its handler set; a result the server refuses (too large, not
+// storable) is logged and the job acked without it, so it does not run again.
+func (w *Worker) ack(job *Job) error {
+	ctx := context.Background()
+	if job.result == nil {
+		return w.Client.Ack(ctx, job.JID, job.LeaseToken())
+	}
+	if _, err := json.Marshal(job.result); err != nil {
+		w.Logger.Printf("werk worker %s: job %s: its result is not JSON (%v); acking without it", w.WID, job.JID, err)
+		return w.Client.Ack(ctx, job.JID, job.LeaseToken())
+	}
+	err := w.Client.AckResult(ctx, job.JID, job.LeaseToken(), job.result)
+	var werr *Error
+	if errors.As(err, &werr) && (werr.Code == "result_too_large" || werr.Code == "invalid_request") {
+		w.Logger.Printf("werk worker %s: job %s: the server refused its result (%s); acking without it", w.WID, job.JID, werr.Code)
+		return w.Client.Ack(ctx, job.JID, job.LeaseToken())
+	}
+	return err
 }

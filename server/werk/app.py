@@ -41,6 +41,7 @@ from werk.services.maintenance import Maintenance
 from werk.services.metrics import MetricsService, RequestDurations
 from werk.services.push import PushService
 from werk.services.queues import QueueService
+from werk.services.results import ResultService
 from werk.services.sessions import SessionService
 from werk.services.settle import SettleService
 from werk.services.wakeup import WakeHub
@@ -90,6 +91,7 @@ def create_app(
             queues_with_jobs=lambda qs: queries.queues_with_available(admin_pool, qs),
             count_peers=lambda pid: queries.other_listeners(admin_pool, pid, APPLICATION_NAME),
             poll_interval=settings.poll_interval,
+            jobs_settled=lambda jids: queries.jobs_settled(admin_pool, jids),
         )
         listener = Listener(
             dsn,
@@ -102,7 +104,14 @@ def create_app(
         services = Services(
             push=PushService(pool, clock, hub, claim),
             claim=claim,
-            settle=SettleService(pool, clock, keep_completed=settings.completed_retention > 0),
+            settle=SettleService(
+                pool,
+                clock,
+                hub,
+                keep_completed=settings.completed_retention > 0,
+                max_result_bytes=settings.max_result_bytes,
+            ),
+            results=ResultService(pool, hub),
             workers=WorkerService(pool, clock),
             info=InfoService(admin_pool, clock),
             hub=hub,

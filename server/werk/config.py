@@ -125,7 +125,17 @@ class Settings(BaseSettings):
     dead_retention_days: float = Field(180.0, gt=0)
     dead_max: int = Field(100_000, ge=0)
     completed_retention: float = Field(
-        0.0, ge=0, description="Seconds to keep acked jobs; 0 deletes at ack."
+        0.0,
+        ge=0,
+        description="Seconds to keep every acked job; 0 deletes at ack (a job pushed with "
+        "keep_result_for is kept that long, plus this).",
+    )
+    max_result_bytes: int = Field(
+        64 * 1024,
+        ge=1,
+        le=64 * 1024 * 1024,
+        description="Largest job result an ack may store (bytes of JSON); a larger one is "
+        "refused with 413 result_too_large.",
     )
 
     # Faktory's wire protocol (FWP), served by the same process beside HTTP.

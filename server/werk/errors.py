@@ -49,6 +49,14 @@ class UnsupportedMediaType(WerkError):
         super().__init__("send the body as JSON with Content-Type: application/json")
 
 
+class ResultTooLarge(WerkError):
+    """A job's result is larger than the server stores (WERK_MAX_RESULT_BYTES)."""
+
+    code = "result_too_large"
+    status = 413
+    title = "The job's result is too large"
+
+
 class RequestTimeout(WerkError):
     """The client stopped sending a request part-way; answered by the HTTP layer, which then
     closes the connection."""

@@ -26,7 +26,7 @@ from werk.db.sql import sql
 LEASE = "0b4f1a8e-9a3a-4a5e-8c1d-6f2b3c4d5e6f"
 
 STATEMENTS = {
-    "job_ack": f"NULL, '{{\"inflight-1\": \"{LEASE}\"}}', false, 0, '{{}}'",
+    "job_ack": f"NULL, '{{\"inflight-1\": \"{LEASE}\"}}', false, 0, '{{}}', '{{}}'",
     "job_extend": f"NULL, 'inflight-1', '{LEASE}', NULL, NULL, false",
     "job_fail": f"NULL, 'inflight-1', '{LEASE}', 'E', 'm', '{{}}', NULL, false, 0, NULL, "
     "'9999-12-31 23:59:59.999999+00'",

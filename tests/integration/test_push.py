@@ -368,7 +368,9 @@ def test_the_defaults_the_schema_states_are_the_ones_applied():
     schema states them separately (json_schema_extra), so the two must agree."""
     properties = TypeAdapter(JobPush).json_schema()["properties"]
     stated = {name: p["default"] for name, p in properties.items() if "default" in p}
-    assert set(stated) == {"jid", "queue", "priority", "reserve_for", "at", "retry", "backtrace"}
+    assert set(stated) == {
+        "jid", "queue", "priority", "reserve_for", "at", "retry", "backtrace", "keep_result_for"
+    }  # fmt: skip
     spec = JobSpec(jobtype="x")
     assert {name: getattr(spec, name) for name in stated} == stated
     assert (spec.args, spec.custom) == ([], {})

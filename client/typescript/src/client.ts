@@ -14,6 +14,7 @@ import type {
   Info,
   Job,
   JobPush,
+  JobResult,
   PushedJob,
   PushJidsResult,
   PushManyResult,
@@ -134,6 +135,20 @@ export class Client {
     return (await this.send({ method: "GET", path: `/v1/jobs/${encodeURIComponent(jid)}` })) as Job;
   }
 
+  /**
+   * The job's outcome, waiting up to `wait` seconds (the server's long-poll limit applies) for it
+   * to settle: `done` says whether it did. Rejects with `JobNotFound` when the job is not stored
+   * (a job is deleted at ack unless pushed with `keep_result_for`).
+   */
+  async result(jid: string, options: { wait?: number; signal?: AbortSignal } = {}): Promise<JobResult> {
+    const wait = Math.max(0, options.wait ?? 0);
+    const query = wait > 0 ? `?wait=${wait}` : "";
+    return (await this.send({
+      method: "GET", path: `/v1/jobs/${encodeURIComponent(jid)}/result${query}`, extraMs: wait * 1000,
+      signal: options.signal,
+    })) as JobResult;
+  }
+
   async info(): Promise<Info> {
     return (await this.send({ method: "GET", path: "/v1/info" })) as Info;
   }
@@ -149,9 +164,14 @@ export class Client {
     return result.jobs;
   }
 
-  /** The attempt succeeded. Rejects with `LeaseLost` when the lease is not current. */
-  async ack(jid: string, lease: string): Promise<void> {
-    await this.send({ method: "POST", path: `/v1/jobs/${encodeURIComponent(jid)}/ack`, body: { lease } });
+  /**
+   * The attempt succeeded. `result` (JSON; undefined or null: none) is stored with a job pushed
+   * with `keep_result_for`. Rejects with `LeaseLost` when the lease is not current, and with
+   * `PayloadTooLarge` (code `result_too_large`) when the result exceeds the server's limit.
+   */
+  async ack(jid: string, lease: string, result?: unknown): Promise<void> {
+    const body = result === undefined || result === null ? { lease } : { lease, result };
+    await this.send({ method: "POST", path: `/v1/jobs/${encodeURIComponent(jid)}/ack`, body });
   }
 
   /** Ack many; jobs whose lease is not current are listed in `lease_lost`, not raised. */

@@ -75,7 +75,8 @@ export interface paths {
         put?: never;
         /**
          * Ack Batch
-         * @description Ack many jobs at once; jobs whose lease is not current are listed, not acked.
+         * @description Ack many jobs at once; jobs whose lease is not current are listed, not acked. A result
+         *     too large refuses the whole request (413), acking nothing.
          */
         post: operations["work-ack-batch"];
         delete?: never;
@@ -328,7 +329,8 @@ export interface paths {
         put?: never;
         /**
          * Ack
-         * @description The attempt succeeded: the job is completed (and deleted).
+         * @description The attempt succeeded: the job is completed, and deleted unless it is kept (pushed with
+         *     `keep_result_for`), in which case `result` is stored with it.
          */
         post: operations["work-ack"];
         delete?: never;
@@ -411,6 +413,29 @@ export interface paths {
          * @description Move a scheduled, available or active job to dead (an active one loses its lease).
          */
         post: operations["admin-jobs-kill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{jid}/result": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Result
+         * @description A job's outcome: its result once completed, its failure once dead (or expired,
+         *     cancelled). With `wait`, answers as soon as the job settles, else when the wait ends (then
+         *     `done` is false). 404 when no such job is stored: a job is deleted at ack unless it was
+         *     pushed with `keep_result_for` (or the server keeps every completed job).
+         */
+        get: operations["jobs-result"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -641,6 +666,16 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** Ack */
+        Ack: {
+            /** Lease */
+            lease: string;
+            /**
+             * Result
+             * @description What the job produced, stored with the completed job when it is kept (pushed with `keep_result_for`, or the server keeps every completed job); null or absent: nothing. At most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused with 413 `result_too_large`. Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             */
+            result?: unknown;
+        };
         /** AckBatch */
         AckBatch: {
             /**
@@ -662,6 +697,11 @@ export interface components {
             jid: string;
             /** Lease */
             lease: string;
+            /**
+             * Result
+             * @description What the job produced, stored with the completed job when it is kept (pushed with `keep_result_for`, or the server keeps every completed job); null or absent: nothing. At most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused with 413 `result_too_large`. Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             */
+            result?: unknown;
         };
         /** Beat */
         Beat: {
@@ -853,6 +893,11 @@ export interface components {
             /** Backtrace */
             backtrace: number;
             /**
+             * Completed At
+             * @description When it was acked (completed jobs only).
+             */
+            completed_at: string | null;
+            /**
              * Created At
              * Format: date-time
              */
@@ -868,6 +913,11 @@ export interface components {
             jid: string;
             /** Jobtype */
             jobtype: string;
+            /**
+             * Keep Result For
+             * @description Seconds the job stays readable as completed after its ack (0: deleted at ack unless the server keeps every completed job).
+             */
+            keep_result_for: number;
             /**
              * Lease
              * @description Sent with ack, fail and extend of this attempt.
@@ -886,6 +936,11 @@ export interface components {
             queue: string;
             /** Reserve For */
             reserve_for: number;
+            /**
+             * Result
+             * @description What the ack stored (null: nothing, or not completed).
+             */
+            result: unknown;
             /** Retry */
             retry: number;
             state: components["schemas"]["JobState"];
@@ -935,6 +990,11 @@ export interface components {
             /** Backtrace */
             backtrace: number;
             /**
+             * Completed At
+             * @description When it was acked (completed jobs only).
+             */
+            completed_at: string | null;
+            /**
              * Created At
              * Format: date-time
              */
@@ -950,6 +1010,11 @@ export interface components {
             jid: string;
             /** Jobtype */
             jobtype: string;
+            /**
+             * Keep Result For
+             * @description Seconds the job stays readable as completed after its ack (0: deleted at ack unless the server keeps every completed job).
+             */
+            keep_result_for: number;
             /** Lease Expires At */
             lease_expires_at: string | null;
             /** Priority */
@@ -963,6 +1028,11 @@ export interface components {
             queue: string;
             /** Reserve For */
             reserve_for: number;
+            /**
+             * Result
+             * @description What the ack stored (null: nothing, or not completed).
+             */
+            result: unknown;
             /** Retry */
             retry: number;
             state: components["schemas"]["JobState"];
@@ -1049,6 +1119,12 @@ export interface components {
             /** Jobtype */
             jobtype: string;
             /**
+             * Keep Result For
+             * @description Seconds the job stays readable as completed after its ack, with the result the ack carried (GET /v1/jobs/{jid}/result); 0: deleted at ack (unless the server's WERK_COMPLETED_RETENTION keeps every completed job).
+             * @default 0
+             */
+            keep_result_for?: number | null;
+            /**
              * Priority
              * @description Higher runs first within a queue.
              * @default 0
@@ -1073,15 +1149,33 @@ export interface components {
             retry?: number | null;
         };
         /**
+         * JobResult
+         * @description Where a job stands for whoever waits for its result.
+         */
+        JobResult: {
+            /** Completed At */
+            completed_at: string | null;
+            /**
+             * Done
+             * @description true: the job is settled (completed, dead, expired or cancelled) and this is its outcome; false: it may still run (the wait ended first).
+             */
+            done: boolean;
+            /** @description The last failure (a dead job's says why). */
+            failure: components["schemas"]["Failure"] | null;
+            /** Jid */
+            jid: string;
+            /**
+             * Result
+             * @description What the ack stored (completed jobs; null: nothing).
+             */
+            result: unknown;
+            state: components["schemas"]["JobState"];
+        };
+        /**
          * JobState
          * @enum {string}
          */
         JobState: "scheduled" | "available" | "active" | "completed" | "dead" | "cancelled";
-        /** Lease */
-        Lease: {
-            /** Lease */
-            lease: string;
-        };
         /**
          * Problem
          * @description RFC 9457 problem details, with Werk's stable machine ``code``.
@@ -1124,6 +1218,11 @@ export interface components {
             /** Backtrace */
             backtrace: number;
             /**
+             * Completed At
+             * @description When it was acked (completed jobs only).
+             */
+            completed_at: string | null;
+            /**
              * Created
              * @description false: the jid existed already; nothing new was stored and this is the stored job.
              */
@@ -1144,6 +1243,11 @@ export interface components {
             jid: string;
             /** Jobtype */
             jobtype: string;
+            /**
+             * Keep Result For
+             * @description Seconds the job stays readable as completed after its ack (0: deleted at ack unless the server keeps every completed job).
+             */
+            keep_result_for: number;
             /** Lease Expires At */
             lease_expires_at: string | null;
             /** Priority */
@@ -1157,6 +1261,11 @@ export interface components {
             queue: string;
             /** Reserve For */
             reserve_for: number;
+            /**
+             * Result
+             * @description What the ack stored (null: nothing, or not completed).
+             */
+            result: unknown;
             /** Retry */
             retry: number;
             state: components["schemas"]["JobState"];
@@ -1536,7 +1645,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            /** @description result_too_large (or payload_too_large) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2930,7 +3039,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["Lease"];
+                "application/json": components["schemas"]["Ack"];
             };
         };
         responses: {
@@ -2977,7 +3086,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            /** @description result_too_large (or payload_too_large) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3435,6 +3544,112 @@ export interface operations {
             };
             /** @description job_state_conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description invalid_request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_auth_failures: too many failed authentications from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal_error: the server failed unexpectedly (the error is logged) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description database_unavailable: the database is unreachable; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "jobs-result": {
+        parameters: {
+            query?: {
+                /** @description Seconds to wait for the job to settle (server maximum applies, `WERK_MAX_FETCH_WAIT`, 30 by default). */
+                wait?: number;
+            };
+            header?: never;
+            path: {
+                jid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobResult"];
+                };
+            };
+            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthorized: no valid bearer token (WWW-Authenticate says Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description job_not_found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

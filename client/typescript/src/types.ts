@@ -20,6 +20,8 @@ export type PushJidsResult = Omit<Schemas["JobBatchPushed"], "jobs">;
 export type AckItem = Schemas["AckItem"];
 export type AckManyResult = Schemas["AckBatchResult"];
 export type FailResult = Schemas["FailResult"];
+/** A job's outcome for whoever waits for it (`Client.result`). */
+export type JobResult = Schemas["JobResult"];
 export type ExtendResult = Schemas["Extended"];
 export type Beat = Schemas["Beat"];
 export type WorkerState = Schemas["BeatReply"]["state"];

@@ -244,10 +244,9 @@ export class Worker {
       signal: entry.controller.signal,
       checkpoint: (progress) => this.extend(entry, progress, true),
     };
-    let outcome: { ok: true } | { ok: false; error: unknown };
+    let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
     try {
-      await handler(job.args as unknown[], ctx);
-      outcome = { ok: true };
+      outcome = { ok: true, value: await handler(job.args as unknown[], ctx) };
     } catch (error) {
       outcome = { ok: false, error };
     }
@@ -255,13 +254,25 @@ export class Worker {
     clearTimeout(entry.extendTimer);
     if (outcome.ok) {
       try {
-        await this.client.ack(job.jid, job.lease);
+        await this.ackWithResult(job.jid, job.lease, sendable(outcome.value));
         this.processed++;
       } catch (error) {
         this.reportSettleError(error, entry);
       }
     } else {
       await this.settleFailure(entry, describe(outcome.error));
+    }
+  }
+
+  /** Ack with the handler's result; a result the server refuses is dropped so the job does not run again. */
+  private async ackWithResult(jid: string, lease: string, result: unknown): Promise<void> {
+    try {
+      await this.client.ack(jid, lease, result);
+    } catch (error) {
+      const refused = error instanceof WerkError && (error.code === "result_too_large" || error.code === "invalid_request");
+      if (!refused || result === undefined) throw error;
+      console.error(`werk: job ${jid}: the server refused its result (${error.code}); acking without it`);
+      await this.client.ack(jid, lease);
     }
   }
 
@@ -372,4 +383,14 @@ function describe(error: unknown): { errtype: string; message: string; backtrace
     return { errtype: error.name || "Error", message: error.message, backtrace: lines.slice(0, 50) };
   }
   return { errtype: typeof error, message: String(error), backtrace: [] };
+}
+
+/** A handler's return value as the job's result: only what JSON carries (else undefined: none). */
+function sendable(value: unknown): unknown {
+  if (value === undefined || value === null) return undefined;
+  try {
+    return JSON.stringify(value) === undefined ? undefined : value;
+  } catch {
+    return undefined;
+  }
 }

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Query
+from starlette.requests import Request
 from starlette.responses import Response
 
 from werk.api import schemas
+from werk.api.disconnect import disconnection
 from werk.api.responses import JSON
 from werk.api.traffic import TrafficRoute
 from werk.domain.bodies import JobPushBody
 from werk.domain.job import JobSpec
 from werk.errors import InvalidRequest
 from werk.http.deps import ServicesDep, SettingsDep
-from werk.services.views import job_view, pushed_view
+from werk.services.views import job_view, pushed_view, result_view
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=schemas.INVALID_REQUEST)
 
@@ -96,6 +98,38 @@ async def push_batch(
 async def get(services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """Read a job in any state (completed jobs are deleted at ack unless retention is set)."""
     return JSON(job_view(await services.push.get(jid)))
+
+
+@router.get(
+    "/jobs/{jid}/result",
+    operation_id="jobs-result",
+    response_model=schemas.JobResult,
+    responses={404: {"model": schemas.Problem, "description": "job_not_found"}},
+)
+async def result(
+    services: ServicesDep,
+    settings: SettingsDep,
+    request: Request,
+    jid: schemas.JidInPath,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            description="Seconds to wait for the job to settle (server maximum applies, "
+            "`WERK_MAX_FETCH_WAIT`, 30 by default).",
+        ),
+    ] = 0,
+) -> Response:
+    """A job's outcome: its result once completed, its failure once dead (or expired,
+    cancelled). With `wait`, answers as soon as the job settles, else when the wait ends (then
+    `done` is false). 404 when no such job is stored: a job is deleted at ack unless it was
+    pushed with `keep_result_for` (or the server keeps every completed job)."""
+    seconds = min(wait, settings.max_fetch_wait)
+    if seconds <= 0:
+        return JSON(result_view(await services.results.wait(jid, 0)))
+    async with disconnection(request.receive) as gone:
+        row = await services.results.wait(jid, seconds, gone)
+    return JSON(result_view(row))
 
 
 # Dispatched by werk.api.traffic (FastAPI's router documents them).

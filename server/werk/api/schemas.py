@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from fastapi import Path
 from pydantic import (
@@ -106,6 +106,26 @@ class Job(BaseModel):
     failure: Failure | None
     lease_expires_at: datetime | None
     wid: str | None
+    keep_result_for: int = Field(
+        description="Seconds the job stays readable as completed after its ack (0: deleted at "
+        "ack unless the server keeps every completed job)."
+    )
+    result: Any = Field(description="What the ack stored (null: nothing, or not completed).")
+    completed_at: datetime | None = Field(description="When it was acked (completed jobs only).")
+
+
+class JobResult(BaseModel):
+    """Where a job stands for whoever waits for its result."""
+
+    jid: str
+    state: rules.JobState
+    done: bool = Field(
+        description="true: the job is settled (completed, dead, expired or cancelled) and this "
+        "is its outcome; false: it may still run (the wait ended first)."
+    )
+    result: Any = Field(description="What the ack stored (completed jobs; null: nothing).")
+    completed_at: datetime | None
+    failure: Failure | None = Field(description="The last failure (a dead job's says why).")
 
 
 class FetchedJob(Job):
@@ -167,11 +187,25 @@ class Lease(StrictBody):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
+_RESULT = (
+    "What the job produced, stored with the completed job when it is kept (pushed with "
+    "`keep_result_for`, or the server keeps every completed job); null or absent: nothing. At "
+    "most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused "
+    f"with 413 `result_too_large`. {JSON_LIMITS}"
+)
+
+
+class Ack(RequestBody):
+    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
+    result: Json = Field(None, description=_RESULT)
+
+
 # A dict, not a model: validating a batch then builds no model object per item.
 @with_config(STRICT)
 class AckItem(TypedDict):
     jid: StoredJid
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
+    result: NotRequired[Annotated[Json, Field(description=_RESULT)]]
 
 
 class AckBatch(StrictBody):
@@ -181,6 +215,10 @@ class AckBatch(StrictBody):
 
     def pairs(self) -> list[tuple[str, str]]:
         return [(a["jid"], a["lease"]) for a in self.acks]
+
+    def results(self) -> dict[str, Any]:
+        """Per jid, the result its item carries (items without one are left out)."""
+        return {a["jid"]: a["result"] for a in self.acks if a.get("result") is not None}
 
 
 class AckBatchResult(BaseModel):

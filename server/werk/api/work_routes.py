@@ -23,6 +23,9 @@ router = APIRouter(prefix="/v1", tags=["work"], responses=schemas.INVALID_REQUES
 _LEASE_LOST: dict[int | str, dict[str, Any]] = {
     409: {"model": schemas.Problem, "description": "lease_lost"},
 }
+_RESULT_TOO_LARGE: dict[int | str, dict[str, Any]] = {
+    413: {"model": schemas.Problem, "description": "result_too_large (or payload_too_large)"},
+}
 
 
 @router.post("/fetch", operation_id="work-fetch", response_model=schemas.Fetched)
@@ -39,24 +42,36 @@ async def fetch(
     return JSON({"jobs": [fetched_view(r) for r in rows]})
 
 
-@router.post("/jobs/{jid}/ack", operation_id="work-ack", status_code=204, responses=_LEASE_LOST)
-async def ack(body: schemas.Lease, services: ServicesDep, jid: schemas.JidInPath) -> Response:
-    """The attempt succeeded: the job is completed (and deleted)."""
-    await services.settle.ack(jid, body.lease)
+@router.post(
+    "/jobs/{jid}/ack",
+    operation_id="work-ack",
+    status_code=204,
+    responses={**_LEASE_LOST, **_RESULT_TOO_LARGE},
+)
+async def ack(body: schemas.Ack, services: ServicesDep, jid: schemas.JidInPath) -> Response:
+    """The attempt succeeded: the job is completed, and deleted unless it is kept (pushed with
+    `keep_result_for`), in which case `result` is stored with it."""
+    await services.settle.ack(jid, body.lease, body.result)
     return Response(status_code=204)
 
 
-@router.post("/ack", operation_id="work-ack-batch", response_model=schemas.AckBatchResult)
+@router.post(
+    "/ack",
+    operation_id="work-ack-batch",
+    response_model=schemas.AckBatchResult,
+    responses=_RESULT_TOO_LARGE,
+)
 async def ack_batch(
     body: schemas.AckBatch, services: ServicesDep, settings: SettingsDep
 ) -> Response:
-    """Ack many jobs at once; jobs whose lease is not current are listed, not acked."""
+    """Ack many jobs at once; jobs whose lease is not current are listed, not acked. A result
+    too large refuses the whole request (413), acking nothing."""
     if len(body.acks) > settings.max_batch:
         raise InvalidRequest(
             f"a batch ack holds at most {settings.max_batch} acks; this one has {len(body.acks)}",
             errors=[{"loc": "acks", "message": f"at most {settings.max_batch} items"}],
         )
-    acked, lost = await services.settle.ack_many(body.pairs())
+    acked, lost = await services.settle.ack_many(body.pairs(), body.results() or None)
     return JSON({"acked": acked, "lease_lost": lost})
 
 

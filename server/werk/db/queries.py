@@ -12,7 +12,7 @@ import asyncpg
 
 from werk.db.held import HeldConnection
 from werk.db.sql import sql
-from werk.domain.job import NewJob
+from werk.domain.job import UNSETTLED_STATES, NewJob
 from werk.domain.times import TIME_MAX
 
 Executor = asyncpg.Pool | asyncpg.Connection | HeldConnection
@@ -60,7 +60,7 @@ async def push_jobs(
         shape = "job_push.one"
         args: tuple[Any, ...] = (
             now, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
-            j.backtrace, j.custom, j.at, _shard(), wid,
+            j.backtrace, j.custom, j.at, _shard(), wid, j.keep_result_for,
         )  # fmt: skip
     else:
         shape = "job_push.many"
@@ -76,9 +76,10 @@ async def push_jobs(
             _column([j.at for j in jobs]),
         ]
         wids = _column(list(handoffs))
+        keep = _column([j.keep_result_for for j in jobs])
         args = (
             now, [j.jid for j in jobs], *(c[0] for c in columns), _shard(), wids[0],
-            *(c[1] for c in columns), wids[1],
+            *(c[1] for c in columns), wids[1], *keep,
         )  # fmt: skip
     try:
         return await db.fetch(
@@ -128,15 +129,18 @@ async def ack_jobs(
     *,
     keep_completed: bool,
     by_worker: Mapping[str, str] | None = None,
-) -> set[str]:
+    results: Mapping[str, Any] | None = None,
+) -> tuple[set[str], set[str]]:
     """Complete each job named in ``leases`` whose current lease is the one given, and each in
-    ``by_worker`` held by the worker given (Faktory's ACK names no lease). Returns the jids
-    completed. A jid is named once: a caller with two leases for one job sends two statements."""
+    ``by_worker`` held by the worker given (Faktory's ACK names no lease), storing the result
+    ``results`` maps its jid to on the jobs kept. Returns the jids completed and those of them
+    kept as completed jobs. A jid is named once: a caller with two leases for one job sends two
+    statements."""
     # The mappings go to jsonb parameters: the pool's codec writes each with one orjson call.
-    done: list[str] = await db.fetchval(
-        sql("job_ack"), now, leases, keep_completed, _shard(), by_worker or {}
+    row: Any = await db.fetchrow(
+        sql("job_ack"), now, leases, keep_completed, _shard(), by_worker or {}, results or {}
     )
-    return set(done)
+    return set(row["done"]), set(row["kept"])
 
 
 async def fail_job(
@@ -191,6 +195,12 @@ async def get_job(db: Executor, jid: str) -> Any | None:
 
 async def get_jobs(db: Executor, jids: Sequence[str]) -> list[Any]:
     return await db.fetch(sql("job_get_many"), list(jids))
+
+
+async def jobs_settled(db: Executor, jids: Sequence[str]) -> list[str]:
+    """Those of ``jids`` whose job is settled (in none of UNSETTLED_STATES) or not stored."""
+    rows = await db.fetch(sql("job_settled"), list(jids), sorted(UNSETTLED_STATES))
+    return [r["jid"] for r in rows]
 
 
 async def job_exists(db: Executor, jid: str) -> bool:

@@ -176,6 +176,20 @@ class JobPush(TypedDict):
         Annotated[int, _absent_means(0, ge=0, le=rules.BACKTRACE_MAX_LINES), INTEGRAL]
     ]
     custom: NotRequired[JsonObject]
+    keep_result_for: NotRequired[
+        Annotated[
+            int,
+            _absent_means(
+                0,
+                ge=0,
+                le=rules.KEEP_RESULT_FOR_MAX,
+                description="Seconds the job stays readable as completed after its ack, with "
+                "the result the ack carried (GET /v1/jobs/{jid}/result); 0: deleted at ack "
+                "(unless the server's WERK_COMPLETED_RETENTION keeps every completed job).",
+            ),
+            INTEGRAL,
+        ]
+    ]
 
 
 JOB_KEYS = frozenset(JobPush.__annotations__)

@@ -30,6 +30,7 @@ MESSAGE_MAX_LENGTH = 10_000
 BACKTRACE_MAX_LINES = 1000
 FETCH_MAX_COUNT = 100
 LEASE_MAX_LENGTH = 100  # what a client may send; the server's leases are UUIDs
+KEEP_RESULT_FOR_MAX = 365 * 86_400
 
 
 class JobState(StrEnum):
@@ -39,6 +40,15 @@ class JobState(StrEnum):
     COMPLETED = "completed"
     DEAD = "dead"
     CANCELLED = "cancelled"
+
+
+# The states a job leaves by running; every other state is final (a waiter for its result has
+# its answer). Expired jobs, never run, are final too.
+UNSETTLED_STATES = frozenset({JobState.SCHEDULED, JobState.AVAILABLE, JobState.ACTIVE})
+
+
+def is_settled(state: str) -> bool:
+    return state not in UNSETTLED_STATES
 
 
 def retries_remaining(state: str, retry: int, retry_count: int) -> int:
@@ -81,6 +91,7 @@ class JobSpec:
     backtrace: int = 0
     custom: dict[str, Any] = field(default_factory=dict)
     at: datetime | None = None
+    keep_result_for: int = 0
 
 
 @dataclass(slots=True)
@@ -97,6 +108,7 @@ class NewJob:
     backtrace: int
     custom: str  # JSON text of an object
     at: datetime | None
+    keep_result_for: int | None = None  # None: deleted at ack (0 is stored as None)
 
 
 @dataclass(slots=True)

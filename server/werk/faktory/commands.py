@@ -17,7 +17,7 @@ from typing import Any
 from werk import __version__
 from werk.config import Settings
 from werk.domain.job import JobSpec
-from werk.domain.json_values import check_text
+from werk.domain.json_values import check_json, check_text
 from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
 from werk.faktory import protocol
 from werk.faktory.jobs import (
@@ -233,10 +233,18 @@ class Commands:
         return protocol.bulk(protocol.dump_json(faktory_job(rows[0])))
 
     async def _ack(self, session: Session, payload: str) -> bytes:
-        jid = _jid(protocol.load_json(payload, "ACK"), "ACK")
+        body = protocol.load_json(payload, "ACK")
+        jid = _jid(body, "ACK")
+        # Werk's addition: the ACK may carry the job's result (kept with a job pushed with
+        # keep_result_for); Faktory's own clients send none.
+        result = body.get("result")
+        try:
+            check_json(result)
+        except ValueError as exc:
+            raise InvalidRequest(f"ACK result: {exc}") from None
         # Faktory answers OK for an unknown or expired jid too; an attempt that is not this
         # worker's current reservation is left alone.
-        await self._services.settle.ack_by_worker(jid, session.fetch_wid)
+        await self._services.settle.ack_by_worker(jid, session.fetch_wid, result)
         return OK
 
     async def _fail(self, session: Session, payload: str) -> bytes:

@@ -2,7 +2,8 @@
 shares (``domain.bodies.JobPush``), after Faktory's own rules where its clients rely on them:
 ``jid`` and ``args`` are required, unknown keys are accepted and dropped, an empty ``queue`` or
 ``at`` is not given, ``reserve_for`` 0 is the default and below 60 is raised to 60, ``priority``
-is Faktory's 1..9 and ``retry`` and ``backtrace`` are cut to Werk's bounds."""
+is Faktory's 1..9 and ``retry`` and ``backtrace`` are cut to Werk's bounds. ``keep_result_for``
+may also come in ``custom``."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def job_spec(raw: Any) -> JobSpec:
         if key in JOB_KEYS:
             faktory = _FAKTORY_RULES.get(key)
             body[key] = value if faktory is None else faktory(value)
+    # Faktory clients set options of the server's own in custom (as Faktory Enterprise's
+    # unique_for): custom.keep_result_for applies unless the job names keep_result_for itself.
+    custom = raw.get("custom")
+    if "keep_result_for" not in body and isinstance(custom, dict) and "keep_result_for" in custom:
+        body["keep_result_for"] = custom["keep_result_for"]
     try:
         return JobSpec(**_JOB.validate_python(body))
     except ValidationError as exc:

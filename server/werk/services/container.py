@@ -11,6 +11,7 @@ from werk.services.maintenance import Maintenance
 from werk.services.metrics import MetricsService
 from werk.services.push import PushService
 from werk.services.queues import QueueService
+from werk.services.results import ResultService
 from werk.services.sessions import SessionService
 from werk.services.settle import SettleService
 from werk.services.wakeup import WakeHub
@@ -22,6 +23,7 @@ class Services:
     push: PushService
     claim: ClaimService
     settle: SettleService
+    results: ResultService
     workers: WorkerService
     info: InfoService
     hub: WakeHub

@@ -157,4 +157,5 @@ def _to_new_job(spec: JobSpec, jid: str) -> NewJob:
         backtrace=spec.backtrace,
         custom=orjson.dumps(spec.custom).decode(),
         at=spec.at,
+        keep_result_for=spec.keep_result_for or None,
     )

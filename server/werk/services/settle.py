@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -15,8 +15,9 @@ import orjson
 from werk.db import queries
 from werk.domain.clock import Clock
 from werk.domain.job import FailOutcome, FailResult
-from werk.errors import JobNotFound, LeaseLost
-from werk.services.writers import AckWriter
+from werk.errors import JobNotFound, LeaseLost, ResultTooLarge
+from werk.services.wakeup import WakeHub
+from werk.services.writers import Acked, AckWriter
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _CANONICAL_UUID = re.compile(_UUID)
@@ -45,31 +46,78 @@ def _with_lease_uuids(acks: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 class SettleService:
-    def __init__(self, pool: asyncpg.Pool, clock: Clock, *, keep_completed: bool) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        clock: Clock,
+        hub: WakeHub,
+        *,
+        keep_completed: bool,
+        max_result_bytes: int,
+    ) -> None:
         self._pool = pool
         self._clock = clock
+        self._hub = hub
         self._keep_completed = keep_completed
+        self._max_result_bytes = max_result_bytes
         self._acks = AckWriter(pool, clock, keep_completed=keep_completed)
 
     async def close(self) -> None:
         """Give the held connection back (before the pool closes)."""
         await self._acks.close()
 
-    async def ack(self, jid: str, lease: str) -> None:
+    async def ack(self, jid: str, lease: str, result: Any = None) -> None:
+        """Complete the attempt ``lease`` holds, storing ``result`` (parsed JSON; None: none) if
+        the job is kept."""
+        results = self._encoded({jid: result}) if result is not None else None
         lease_id = _lease_uuid(lease)
-        if lease_id is not None and (await self._acks.submit(((jid, lease_id),)))[0]:
-            return
+        if lease_id is not None:
+            (acked,) = await self._acks.submit((((jid, lease_id),), results))
+            if acked is not None:
+                self._settled((jid,), (acked,))
+                return
         await self._raise_not_current(jid)
 
-    async def ack_many(self, acks: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
-        """Returns (acked jids, jids whose lease was not current)."""
+    async def ack_many(
+        self, acks: Sequence[tuple[str, str]], results: Mapping[str, Any] | None = None
+    ) -> tuple[list[str], list[str]]:
+        """Returns (acked jids, jids whose lease was not current). ``results``: per jid, the
+        result to store (parsed JSON)."""
+        encoded = self._encoded(results) if results else None
         valid = _with_lease_uuids(acks)
-        results = await self._acks.submit(valid) if valid else []
-        acked = [jid for (jid, _), ok in zip(valid, results, strict=True) if ok]
+        outcomes = await self._acks.submit((valid, encoded)) if valid else []
+        acked = [jid for (jid, _), ok in zip(valid, outcomes, strict=True) if ok is not None]
         done = set(acked)
         if len(done) < len(acked):  # the same jid and lease given twice: say it once
             acked = list(dict.fromkeys(acked))
+        if acked:
+            self._settled([jid for jid, _ in valid], outcomes)
         return acked, [jid for jid, _ in acks if jid not in done]
+
+    def _encoded(self, results: Mapping[str, Any]) -> dict[str, Any]:
+        """The results as JSON, each checked against the size limit before anything is
+        written."""
+        encoded = {}
+        for jid, result in results.items():
+            if result is None:
+                continue
+            text = orjson.dumps(result)
+            if len(text) > self._max_result_bytes:
+                raise ResultTooLarge(
+                    f"the result for job {jid!r} is {len(text)} bytes of JSON; this server "
+                    f"stores at most {self._max_result_bytes} (WERK_MAX_RESULT_BYTES); nothing "
+                    "was changed"
+                )
+            encoded[jid] = orjson.Fragment(text)
+        return encoded
+
+    def _settled(self, jids: Sequence[str], outcomes: Sequence[Acked]) -> None:
+        """Wake whoever waits for the results of the jobs completed (None: not completed)."""
+        kept = True in outcomes  # (one scan in C; usually no job is kept)
+        self._hub.jobs_settled(
+            (jid for jid, ok in zip(jids, outcomes, strict=True) if ok is False),
+            readable=[jid for jid, ok in zip(jids, outcomes, strict=True) if ok] if kept else (),
+        )
 
     async def fail(
         self,
@@ -98,7 +146,16 @@ class SettleService:
             )
         if row is None:
             await self._raise_not_current(jid)
-        return _fail_result(jid, row)
+        return self._failed(jid, row)
+
+    def _failed(self, jid: str, row: Any) -> FailResult:
+        """The failure's answer; a job it settled (dead, discarded) wakes its result waiters."""
+        result = _fail_result(jid, row)
+        if result.outcome is FailOutcome.DEAD:
+            self._hub.jobs_settled((), readable=(jid,))
+        elif result.outcome is FailOutcome.DISCARDED:
+            self._hub.jobs_settled((jid,))
+        return result
 
     async def extend(
         self,
@@ -141,16 +198,20 @@ class SettleService:
 
     # -- settling by worker (Faktory's wire protocol: ACK/FAIL carry a jid, no lease) ----------
 
-    async def ack_by_worker(self, jid: str, wid: str) -> bool:
-        """Complete the attempt worker ``wid`` holds on ``jid``. False (and nothing changed) when
-        the job is not active under that worker: unknown, settled, expired, or re-reserved."""
-        acked = await queries.ack_jobs(
+    async def ack_by_worker(self, jid: str, wid: str, result: Any = None) -> bool:
+        """Complete the attempt worker ``wid`` holds on ``jid``, storing ``result`` (parsed JSON;
+        None: none) if the job is kept. False (and nothing changed) when the job is not active
+        under that worker: unknown, settled, expired, or re-reserved."""
+        acked, kept = await queries.ack_jobs(
             self._pool,
             self._clock.now(),
             {},
             keep_completed=self._keep_completed,
             by_worker={jid: wid},
+            results=self._encoded({jid: result}) if result is not None else None,
         )
+        if jid in acked:
+            self._settled((jid,), (jid in kept,))
         return jid in acked
 
     async def fail_by_worker(
@@ -172,7 +233,7 @@ class SettleService:
         )
         if row is None:
             raise JobNotFound(f"no job {jid!r} is reserved by worker {wid!r}")
-        return _fail_result(jid, row)
+        return self._failed(jid, row)
 
 
 _OUTCOMES = {

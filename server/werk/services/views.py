@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from werk.domain.job import PushResult, retries_remaining
+from werk.domain.job import JobState, PushResult, is_settled, retries_remaining
 
 
 def dumps(value: Any, option: int = 0) -> bytes:
@@ -17,18 +17,38 @@ def dumps(value: Any, option: int = 0) -> bytes:
     return orjson.dumps(value, option=option | orjson.OPT_UTC_Z)
 
 
+def failure_view(r: Mapping[str, Any]) -> dict[str, Any] | None:
+    if r["failed_at"] is None:
+        return None
+    return {
+        "retry_count": r["retry_count"],
+        "remaining": retries_remaining(r["state"], r["retry"], r["retry_count"]),
+        "failed_at": r["failed_at"],
+        "next_at": r["run_at"] if r["state"] == "scheduled" else None,
+        "errtype": r["errtype"],
+        "message": r["message"],
+        "backtrace": r["error_backtrace"] or [],
+    }
+
+
+def _completed_at(r: Mapping[str, Any]) -> Any:
+    return r["finished_at"] if r["state"] == JobState.COMPLETED else None
+
+
+def result_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a job stands for whoever waits for its result."""
+    return {
+        "jid": r["jid"],
+        "state": r["state"],
+        "done": is_settled(r["state"]),
+        "result": r["result"],
+        "completed_at": _completed_at(r),
+        "failure": failure_view(r),
+    }
+
+
 def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
-    failure = None
-    if r["failed_at"] is not None:
-        failure = {
-            "retry_count": r["retry_count"],
-            "remaining": retries_remaining(r["state"], r["retry"], r["retry_count"]),
-            "failed_at": r["failed_at"],
-            "next_at": r["run_at"] if r["state"] == "scheduled" else None,
-            "errtype": r["errtype"],
-            "message": r["message"],
-            "backtrace": r["error_backtrace"] or [],
-        }
+    failure = failure_view(r)
     return {
         "jid": r["jid"],
         "jobtype": r["jobtype"],
@@ -48,6 +68,9 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "failure": failure,
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
+        "keep_result_for": r["keep_result_for"] or 0,
+        "result": r["result"],
+        "completed_at": _completed_at(r),
     }
 
 
@@ -87,4 +110,7 @@ def pushed_view(result: PushResult) -> dict[str, Any]:
         "failure": None,
         "lease_expires_at": None,
         "wid": None,
+        "keep_result_for": j.keep_result_for or 0,
+        "result": None,
+        "completed_at": None,
     }

@@ -13,6 +13,10 @@ Three paths, from fastest to safest:
    latency, never a job.
 Waiters are woken one per pushed job (not all at once) and pass the wake-up on when they take a
 full batch, so a thousand idle fetchers do not stampede on each push.
+
+Requests waiting for a job's result are woken the same three ways: by a settlement in this process,
+by a notification from the process that settled it (the jids after a ``#``; sent only for jobs
+that stay readable, which are the only ones a waiter elsewhere can read), and by the re-check.
 """
 
 from __future__ import annotations
@@ -68,9 +72,11 @@ class WakeHub:
         queues_with_jobs: Callable[[Sequence[str]], Awaitable[list[str]]],
         count_peers: Callable[[int], Awaitable[int]],
         poll_interval: float,
+        jobs_settled: Callable[[Sequence[str]], Awaitable[list[str]]] | None = None,
     ) -> None:
         """``count_peers(pid)``: how many Werk LISTEN connections other than backend ``pid``
-        (this process's own) the database has."""
+        (this process's own) the database has. ``jobs_settled(jids)``: those of the jids whose
+        job is settled or no longer stored (the re-check of result waiters)."""
         self._send_notify = send_notify
         self._queues_with_jobs = queues_with_jobs
         self._count_peers = count_peers
@@ -87,6 +93,10 @@ class WakeHub:
         self._waiters: defaultdict[str, OrderedDict[Waiter, None]] = defaultdict(OrderedDict)
         self._outgoing: dict[str, int] = {}
         self._outgoing_ready = asyncio.Event()
+        self._jobs_settled = jobs_settled
+        # jid -> the wake-ups of the requests waiting for its result
+        self._result_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._outgoing_results: set[str] = set()
         self._closed = False
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -146,6 +156,47 @@ class WakeHub:
     def closed(self) -> bool:
         return self._closed
 
+    # -- waiting for results ---------------------------------------------------------------
+
+    def watch_result(self, jid: str) -> asyncio.Future[None]:
+        """A future that completes when job ``jid`` may have settled (look again); registered
+        before the caller reads the job, so a settlement between the read and the wait still
+        wakes it. Give it back with ``unwatch_result``."""
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._closed:
+            woken.set_result(None)
+        self._result_waiters.setdefault(jid, []).append(woken)
+        return woken
+
+    def unwatch_result(self, jid: str, woken: asyncio.Future[None]) -> None:
+        waiting = self._result_waiters.get(jid)
+        if waiting is not None:
+            with contextlib.suppress(ValueError):
+                waiting.remove(woken)
+            if not waiting:
+                del self._result_waiters[jid]
+
+    def jobs_settled(self, jids: Iterable[str], *, readable: Iterable[str] = ()) -> None:
+        """Jobs left their unsettled states here: wake the requests in this process waiting for
+        their results, and tell the other nodes (if any listen) about those still ``readable``
+        (kept completed, dead)."""
+        if self._result_waiters:
+            for jid in jids:
+                self._wake_result(jid)
+            for jid in readable:
+                self._wake_result(jid)
+        if self._alone:
+            return
+        before = len(self._outgoing_results)
+        self._outgoing_results.update(readable)
+        if len(self._outgoing_results) > before:
+            self._outgoing_ready.set()
+
+    def _wake_result(self, jid: str) -> None:
+        for woken in self._result_waiters.pop(jid, ()):
+            if not woken.done():
+                woken.set_result(None)
+
     # -- waking ----------------------------------------------------------------------------
 
     def wake(self, queue: str, count: int) -> None:
@@ -194,6 +245,11 @@ class WakeHub:
             self._announced += 1
             self._alone = False
             return
+        if body[0] == "#":  # jobs settled: their results are readable
+            if self._result_waiters:
+                for jid in body[1:].split(","):
+                    self._wake_result(jid)
+            return
         for item in body.split(","):
             queue, _, n = item.rpartition(":")
             with contextlib.suppress(ValueError):
@@ -214,6 +270,8 @@ class WakeHub:
         for waiting in list(self._waiters.values()):
             for waiter in list(waiting):
                 waiter.wake()
+        for jid in list(self._result_waiters):
+            self._wake_result(jid)
 
     async def close(self) -> None:
         self.stop_waiting()
@@ -228,11 +286,17 @@ class WakeHub:
             await self._outgoing_ready.wait()
             self._outgoing_ready.clear()
             outgoing, self._outgoing = self._outgoing, {}
+            settled, self._outgoing_results = self._outgoing_results, set()
             if self._alone:
                 continue
-            body = ",".join(f"{q}:{n}" for q, n in outgoing.items())
+            payloads = [f"{self._node}|#{body}" for body in _chunks(settled)]
+            if outgoing:
+                payloads.append(
+                    f"{self._node}|" + ",".join(f"{q}:{n}" for q, n in outgoing.items())
+                )
             try:
-                await self._send_notify(f"{self._node}|{body}")
+                for payload in payloads:
+                    await self._send_notify(payload)
             except Exception as exc:  # the re-check loop covers what is lost here
                 log.debug("notify failed: %s", exc)
                 await asyncio.sleep(self._poll_interval)
@@ -259,6 +323,12 @@ class WakeHub:
     async def _recheck_loop(self) -> None:
         while True:
             await asyncio.sleep(self._poll_interval)
+            if self._result_waiters and self._jobs_settled is not None:
+                try:
+                    for jid in await self._jobs_settled(list(self._result_waiters)):
+                        self._wake_result(jid)
+                except Exception as exc:
+                    log.debug("result re-check failed: %s", exc)
             if not self._waiters:
                 continue
             try:
@@ -268,6 +338,26 @@ class WakeHub:
                 continue
             for queue in ready:
                 self.wake(queue, len(self._waiters.get(queue, ())))
+
+
+# A notification's payload is at most 8000 bytes; a jid at most 100 characters of ASCII.
+_NOTIFY_JIDS_BYTES = 7000
+
+
+def _chunks(jids: Iterable[str]) -> list[str]:
+    """The jids comma-separated, in pieces that fit a notification."""
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
+    for jid in jids:
+        if size + len(jid) + 1 > _NOTIFY_JIDS_BYTES and current:
+            pieces.append(",".join(current))
+            current, size = [], 0
+        current.append(jid)
+        size += len(jid) + 1
+    if current:
+        pieces.append(",".join(current))
+    return pieces
 
 
 def counts_by_queue(queues: Iterable[str]) -> dict[str, int]:

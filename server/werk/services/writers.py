@@ -218,35 +218,46 @@ def _claim_count(claim: Claim) -> int:
     return claim.count
 
 
-class AckWriter(HeldWriter[Sequence[tuple[str, str]], list[bool]]):
+# One ack request: its (jid, lease) pairs, leases in canonical form, and the results to store
+# (per jid, as JSON already encoded; None: no results).
+AckRequest = tuple[Sequence[tuple[str, str]], Mapping[str, Any] | None]
+
+# Per pair of an ack request: None when its lease was not current, else whether the completed job
+# was kept (False: deleted).
+Acked = bool | None
+
+
+class AckWriter(HeldWriter[AckRequest, list[Acked]]):
     """Concurrent acks, single or batch, share one statement and one commit: each statement
     costs the server a write that wakes PostgreSQL, and PostgreSQL a transaction. An item is one
-    request's (jid, lease) pairs, leases in canonical form; its result says per pair whether the
-    job was completed."""
+    request's (jid, lease) pairs and results; its answer says per pair whether the job was
+    completed, and if so whether it was kept."""
 
     def __init__(self, pool: asyncpg.Pool, clock: Clock, *, keep_completed: bool) -> None:
-        super().__init__(pool, self._ack_together, max_items=ACK_MAX, weight=len)
+        super().__init__(pool, self._ack_together, max_items=ACK_MAX, weight=_ack_count)
         self._clock = clock
         self._keep_completed = keep_completed
 
-    async def _ack_together(
-        self, requests: Sequence[Sequence[tuple[str, str]]]
-    ) -> list[list[bool]]:
-        acks = [ack for request in requests for ack in request]
+    async def _ack_together(self, requests: Sequence[AckRequest]) -> list[list[Acked]]:
+        acks = [ack for pairs, _ in requests for ack in pairs]
+        results: dict[str, Any] = {}
+        for _, given in requests:
+            if given:
+                results.update(given)
         now = self._clock.now()
         leases = dict(acks)
         if len(leases) == len(acks):
-            done = await queries.ack_jobs(
-                self._db, now, leases, keep_completed=self._keep_completed
+            done, kept = await queries.ack_jobs(
+                self._db, now, leases, keep_completed=self._keep_completed, results=results
             )
-            acked = iter([jid in done for jid, _ in acks])
+            acked = iter([_acked(jid, done, kept) for jid, _ in acks])
         else:
-            acked = iter(await self._ack_each_jid_once(now, acks))
-        return [[next(acked) for _ in request] for request in requests]
+            acked = iter(await self._ack_each_jid_once(now, acks, results))
+        return [[next(acked) for _ in pairs] for pairs, _ in requests]
 
     async def _ack_each_jid_once(
-        self, now: datetime | None, acks: Sequence[tuple[str, str]]
-    ) -> list[bool]:
+        self, now: datetime | None, acks: Sequence[tuple[str, str]], results: Mapping[str, Any]
+    ) -> list[Acked]:
         """Acks that name a job more than once (a stale lease beside the current one, or a retry
         of the same ack): the statement takes one lease per jid, so each further lease for a jid
         goes to a next statement. Items with the same jid and lease share one."""
@@ -261,7 +272,19 @@ class AckWriter(HeldWriter[Sequence[tuple[str, str]], list[bool]]):
             statements[n][jid] = lease
             placed.append(n)
         done = [
-            await queries.ack_jobs(self._db, now, leases, keep_completed=self._keep_completed)
+            await queries.ack_jobs(
+                self._db, now, leases, keep_completed=self._keep_completed, results=results
+            )
             for leases in statements
         ]
-        return [jid in done[n] for (jid, _), n in zip(acks, placed, strict=True)]
+        return [_acked(jid, *done[n]) for (jid, _), n in zip(acks, placed, strict=True)]
+
+
+def _ack_count(request: AckRequest) -> int:
+    return len(request[0])
+
+
+def _acked(jid: str, done: set[str], kept: set[str]) -> Acked:
+    if jid not in done:
+        return None
+    return jid in kept

@@ -65,6 +65,8 @@ LISTS: dict[str, dict[str, Any]] = {
                   "actions": ("retry", "kill", "delete")},
     "dead": {"title": "Dead", "query": JobQuery(state="dead"),
              "actions": ("retry", "delete")},
+    "completed": {"title": "Completed", "query": JobQuery(state="completed"),
+                  "actions": ("delete",)},
 }  # fmt: skip
 ACTION_LABELS = {"retry": "Retry now", "kill": "Kill", "cancel": "Cancel", "delete": "Delete"}
 JOB_ACTIONS: dict[str, JobAction] = {"retry": "retry", "kill": "kill", "cancel": "cancel",
@@ -365,6 +367,15 @@ async def dead_page(
     cursor: str | None = None, q: str | None = None,
 ) -> Response:  # fmt: skip
     return await _list_page(request, services, user, "dead", cursor, q)
+
+
+@router.get("/completed")
+async def completed_page(
+    request: Request, services: ServicesDep, user: UserDep,
+    cursor: str | None = None, q: str | None = None,
+) -> Response:  # fmt: skip
+    """Jobs kept after their ack (pushed with keep_result_for, or WERK_COMPLETED_RETENTION)."""
+    return await _list_page(request, services, user, "completed", cursor, q)
 
 
 @router.get("/jobs/{jid:path}")

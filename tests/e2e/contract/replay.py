@@ -94,6 +94,7 @@ def request_for(op: str, params: dict[str, Any]) -> tuple[str, str, Any]:
         "fail": ("POST", f"/v1/jobs/{jid}/fail", rest),
         "extend": ("POST", f"/v1/jobs/{jid}/extend", rest),
         "beat": ("POST", "/v1/beat", params),
+        "result": ("GET", f"/v1/jobs/{jid}/result?wait={params.get('wait', 0)}", None),
     }
     return table[op]
 

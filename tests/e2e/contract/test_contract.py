@@ -54,7 +54,8 @@ def test_the_document_check_rejects_what_it_should() -> None:
 def test_there_are_scenarios_for_every_operation() -> None:
     ops = {s["op"] for p in scenario_files() for s in json.loads(p.read_text())["steps"]}
     assert ops == {
-        "push", "push_many", "get", "info", "fetch", "ack", "ack_many", "fail", "extend", "beat"
+        "push", "push_many", "get", "info", "fetch", "ack", "ack_many", "fail", "extend", "beat",
+        "result",
     }  # fmt: skip
 
 

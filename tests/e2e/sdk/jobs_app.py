@@ -129,3 +129,8 @@ def segfault() -> None:
 @registry.handler("pid")
 def pid(token: str) -> None:
     _note("done.txt", f"{token} pid={os.getpid()}")
+
+
+def answer(x: int) -> dict[str, Any]:
+    """Returns its result (sent with the ack)."""
+    return {"answer": x * 2}

@@ -46,9 +46,11 @@ def call(client: Any, op: str, params: dict[str, Any]) -> Any:
     if op == "fetch":
         return {"jobs": client.fetch(p.pop("queues"), **p)}  # the SDK returns the list
     if op == "ack":
-        return client.ack(p["jid"], p["lease"])
+        return client.ack(p["jid"], p["lease"], result=p.get("result"))
     if op == "ack_many":
-        return client.ack_many([(a["jid"], a["lease"]) for a in p["acks"]])
+        return client.ack_many([(a["jid"], a["lease"], a.get("result")) for a in p["acks"]])
+    if op == "result":
+        return client.result(p["jid"], wait=p.get("wait", 0))
     if op == "fail":
         return client.fail(p.pop("jid"), p.pop("lease"), **p)
     if op == "extend":

@@ -38,6 +38,7 @@ EXPECTED: dict[str, set[str] | None] = {
     "jobs-push": {"push"},
     "jobs-push-batch": {"push"},
     "jobs-get": {"push", "work"},
+    "jobs-result": {"push", "work"},
     "work-fetch": {"work"},
     "work-ack": {"work"},
     "work-ack-batch": {"work"},

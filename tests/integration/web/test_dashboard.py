@@ -279,3 +279,21 @@ async def test_job_page_never_shows_the_lease_token(api: InProcess) -> None:
     page = (await api.http.get(f"/jobs/{jid}")).text
     assert held["wid"] in page and "The job as the API returns it" in page
     assert held["lease"] not in page
+
+
+async def test_a_completed_job_shows_its_result_and_the_completed_list_has_it(
+    api: InProcess,
+) -> None:
+    r = await api.http.post(
+        "/v1/jobs", json={"jobtype": "Report", "jid": "dash-result-1", "keep_result_for": 600}
+    )
+    assert r.status_code == 201
+    job = await fetch_one(api, "default", wid="w-r")
+    r = await api.http.post(
+        "/v1/jobs/dash-result-1/ack", json={"lease": job["lease"], "result": {"total": XSS}}
+    )
+    assert r.status_code == 204
+    page = (await api.http.get("/jobs/dash-result-1")).text
+    assert "Result" in page and "Completed" in page and "600 s after its ack" in page
+    assert "total" in page and XSS not in page and "&lt;script&gt;" in page
+    assert "dash-result-1" in (await api.http.get("/completed")).text

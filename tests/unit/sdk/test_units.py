@@ -308,7 +308,7 @@ async def test_acks_completing_together_share_a_request():
         )
         jids = [f"job{i}" for i in range(20)] + ["stale"]
         for jid in jids:
-            batcher.add(jid, "lease", jid)
+            batcher.add(jid, "lease", None, jid)
             await asyncio.sleep(0.001)
         await batcher.drained()
     assert outcomes == {**{j: True for j in jids[:20]}, "stale": False}

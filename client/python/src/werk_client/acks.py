@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from .errors import ResultTooLarge, ValidationError
 from .models import AckManyResult
 from .protocol import MAX_BATCH
 
@@ -24,14 +25,18 @@ log = logging.getLogger("werk_client.worker")
 
 T = TypeVar("T")
 
-# (jid, lease) pairs -> the server's answer, retried as the caller sees fit.
-SendBatch = Callable[[Sequence[tuple[str, str]]], Awaitable[AckManyResult]]
+# (jid, lease) or (jid, lease, result) items -> the server's answer, retried as the caller
+# sees fit.
+SendBatch = Callable[[Sequence[tuple[Any, ...]]], Awaitable[AckManyResult]]
+# A result the server refuses (too large, not storable) refuses its whole batch.
+_REFUSED_RESULT = (ResultTooLarge, ValidationError)
 
 
 class AckBatcher(Generic[T]):
-    """Collects ``(jid, lease, item)`` and acks them in batches; ``on_outcome(item, acked,
-    error)`` is called for each: acked or not (its lease was no longer ours), or the error
-    that stopped the batch."""
+    """Collects ``(jid, lease, result, item)`` and acks them in batches; ``on_outcome(item,
+    acked, error)`` is called for each: acked or not (its lease was no longer ours), or the
+    error that stopped the batch. A result the server refuses is logged and its job acked
+    without it (so the job does not run again for want of a result)."""
 
     def __init__(
         self,
@@ -40,11 +45,11 @@ class AckBatcher(Generic[T]):
     ) -> None:
         self._send = send
         self._on_outcome = on_outcome
-        self._pending: list[tuple[str, str, T]] = []
+        self._pending: list[tuple[str, str, Any, T]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    def add(self, jid: str, lease: str, item: T) -> None:
-        self._pending.append((jid, lease, item))
+    def add(self, jid: str, lease: str, result: Any, item: T) -> None:
+        self._pending.append((jid, lease, result, item))
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(
                 self._flush(), name="werk-ack-flush"
@@ -59,16 +64,37 @@ class AckBatcher(Generic[T]):
         try:
             while self._pending:
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-                try:
-                    result = await self._send([(jid, lease) for jid, lease, _ in batch])
-                except Exception as exc:
-                    for _, _, item in batch:
-                        self._on_outcome(item, False, exc)
-                    continue
-                acked = set(result.acked)
-                for jid, _, item in batch:
-                    self._on_outcome(item, jid in acked, None)
+                await self._ack(batch)
                 if len(batch) > 1 and log.isEnabledFor(logging.DEBUG):
                     log.debug("batch ack", extra={"count": len(batch)})
         finally:
             self._flusher = None
+
+    async def _ack(self, batch: list[tuple[str, str, Any, T]]) -> None:
+        try:
+            answer = await self._send(
+                [
+                    (jid, lease) if result is None else (jid, lease, result)
+                    for jid, lease, result, _ in batch
+                ]
+            )
+        except _REFUSED_RESULT as exc:
+            if len(batch) > 1 and any(result is not None for _, _, result, _ in batch):
+                for one in batch:  # each alone: only a refused result's own job loses it
+                    await self._ack([one])
+            elif batch[0][2] is not None:
+                jid, lease, _, item = batch[0]
+                log.error(
+                    "the server refused the result of job %s (%s); acking without it", jid, exc
+                )
+                await self._ack([(jid, lease, None, item)])
+            else:
+                self._on_outcome(batch[0][3], False, exc)
+            return
+        except Exception as exc:
+            for *_, item in batch:
+                self._on_outcome(item, False, exc)
+            return
+        acked = set(answer.acked)
+        for jid, _, _, item in batch:
+            self._on_outcome(item, jid in acked, None)

@@ -19,6 +19,7 @@ from .models import (
     ExtendResult,
     FailResult,
     JobRecord,
+    JobResult,
     JobSpec,
     PushJidsResult,
     PushManyResult,
@@ -100,6 +101,7 @@ class AsyncClient:
         backtrace: int | None = None,
         custom: Mapping[str, Any] | None = None,
         jid: str | None = None,
+        keep_result_for: int | None = None,
     ) -> JobRecord:
         """Enqueue one job and return it as stored.
 
@@ -116,6 +118,7 @@ class AsyncClient:
             backtrace=backtrace,
             custom=custom,
             jid=jid,
+            keep_result_for=keep_result_for,
         )
         return protocol.parse_job(await self._send(protocol.push_call(spec)))
 
@@ -144,6 +147,12 @@ class AsyncClient:
         """The job as stored; raises ``JobNotFound`` (completed jobs are deleted at ack)."""
         return protocol.parse_job(await self._send(protocol.get_call(jid)))
 
+    async def result(self, jid: str, *, wait: float = 0) -> JobResult:
+        """The job's outcome, waiting up to ``wait`` seconds (the server's long-poll limit
+        applies) for it to settle: ``done`` says whether it did. Raises ``JobNotFound`` when the
+        job is not stored (a job is deleted at ack unless pushed with ``keep_result_for``)."""
+        return protocol.parse_result(await self._send(protocol.result_call(jid, wait)))
+
     async def info(self) -> ServerInfo:
         return protocol.parse_info(await self._send(protocol.info_call()))
 
@@ -155,11 +164,14 @@ class AsyncClient:
         """Lease up to ``count`` jobs from ``queues`` (in order), long-polling up to ``wait`` s."""
         return protocol.parse_fetch(await self._send(protocol.fetch_call(queues, wid, count, wait)))
 
-    async def ack(self, jid: str, lease: str) -> None:
-        await self._send(protocol.ack_call(jid, lease))
+    async def ack(self, jid: str, lease: str, *, result: Any = None) -> None:
+        """Complete the attempt; ``result`` (JSON, not None) is stored with a job pushed with
+        ``keep_result_for`` (``ResultTooLarge`` beyond the server's limit: nothing acked)."""
+        await self._send(protocol.ack_call(jid, lease, result))
 
-    async def ack_many(self, acks: Iterable[tuple[str, str]]) -> AckManyResult:
-        """Acknowledge ``(jid, lease)`` pairs; stale leases are reported, not raised."""
+    async def ack_many(self, acks: Iterable[protocol.AckItem]) -> AckManyResult:
+        """Acknowledge ``(jid, lease)`` or ``(jid, lease, result)`` items; stale leases are
+        reported, not raised."""
         pairs = list(acks)
         acked: list[str] = []
         lost: list[str] = []

@@ -19,6 +19,7 @@ from .models import (
     ExtendResult,
     FailResult,
     JobRecord,
+    JobResult,
     JobSpec,
     PushJidsResult,
     PushManyResult,
@@ -92,6 +93,7 @@ class Client:
         backtrace: int | None = None,
         custom: Mapping[str, Any] | None = None,
         jid: str | None = None,
+        keep_result_for: int | None = None,
     ) -> JobRecord:
         """Enqueue one job and return it as stored.
 
@@ -108,6 +110,7 @@ class Client:
             backtrace=backtrace,
             custom=custom,
             jid=jid,
+            keep_result_for=keep_result_for,
         )
         return protocol.parse_job(self._send(protocol.push_call(spec)))
 
@@ -134,6 +137,12 @@ class Client:
         """The job as stored; raises ``JobNotFound`` (completed jobs are deleted at ack)."""
         return protocol.parse_job(self._send(protocol.get_call(jid)))
 
+    def result(self, jid: str, *, wait: float = 0) -> JobResult:
+        """The job's outcome, waiting up to ``wait`` seconds (the server's long-poll limit
+        applies) for it to settle: ``done`` says whether it did. Raises ``JobNotFound`` when the
+        job is not stored (a job is deleted at ack unless pushed with ``keep_result_for``)."""
+        return protocol.parse_result(self._send(protocol.result_call(jid, wait)))
+
     def info(self) -> ServerInfo:
         return protocol.parse_info(self._send(protocol.info_call()))
 
@@ -145,11 +154,14 @@ class Client:
         """Lease up to ``count`` jobs from ``queues`` (in order), long-polling up to ``wait`` s."""
         return protocol.parse_fetch(self._send(protocol.fetch_call(queues, wid, count, wait)))
 
-    def ack(self, jid: str, lease: str) -> None:
-        self._send(protocol.ack_call(jid, lease))
+    def ack(self, jid: str, lease: str, *, result: Any = None) -> None:
+        """Complete the attempt; ``result`` (JSON, not None) is stored with a job pushed with
+        ``keep_result_for`` (``ResultTooLarge`` beyond the server's limit: nothing acked)."""
+        self._send(protocol.ack_call(jid, lease, result))
 
-    def ack_many(self, acks: Iterable[tuple[str, str]]) -> AckManyResult:
-        """Acknowledge ``(jid, lease)`` pairs; stale leases are reported, not raised."""
+    def ack_many(self, acks: Iterable[protocol.AckItem]) -> AckManyResult:
+        """Acknowledge ``(jid, lease)`` or ``(jid, lease, result)`` items; stale leases are
+        reported, not raised."""
         pairs = list(acks)
         acked: list[str] = []
         lost: list[str] = []

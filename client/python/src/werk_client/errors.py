@@ -89,6 +89,13 @@ class PayloadTooLarge(WerkError):
     default_code = "payload_too_large"
 
 
+class ResultTooLarge(PayloadTooLarge):
+    """An ack's result exceeded the server's ``WERK_MAX_RESULT_BYTES`` (``result_too_large``,
+    413); nothing was acked."""
+
+    default_code = "result_too_large"
+
+
 class Unauthorized(WerkError):
     """Missing or unknown bearer token (``unauthorized``, 401)."""
 
@@ -122,6 +129,7 @@ _BY_CODE: dict[str, type[WerkError]] = {
     "job_not_found": JobNotFound,
     "lease_lost": LeaseLost,
     "payload_too_large": PayloadTooLarge,
+    "result_too_large": ResultTooLarge,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "database_unavailable": Unavailable,

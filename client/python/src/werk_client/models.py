@@ -21,6 +21,7 @@ __all__ = [
     "FailResult",
     "Failure",
     "JobRecord",
+    "JobResult",
     "JobSpec",
     "PushManyResult",
     "QueueInfo",
@@ -138,6 +139,9 @@ class JobRecord:
     lease_expires_at: datetime | None = None
     wid: str | None = None
     created: bool | None = None
+    keep_result_for: int = 0
+    result: Any = None
+    completed_at: datetime | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> JobRecord:
@@ -163,7 +167,31 @@ class JobRecord:
             lease_expires_at=parse_time(data.get("lease_expires_at")),
             wid=data.get("wid"),
             created=data.get("created"),
+            keep_result_for=int(data.get("keep_result_for") or 0),
+            result=data.get("result"),
+            completed_at=parse_time(data.get("completed_at")),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """Where a job stands for whoever waits for its result (``Client.result``).
+
+    ``done`` is True once the job is settled: ``state`` then says how (``completed``, with the
+    ``result`` its ack stored; ``dead``, ``expired`` or ``cancelled``, with its ``failure`` if
+    it failed). False means the wait ended first and the job may still run.
+    """
+
+    jid: str
+    state: str
+    done: bool
+    result: Any = None
+    completed_at: datetime | None = None
+    failure: Failure | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.state == "completed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +208,7 @@ class JobSpec:
     backtrace: int | None = None
     custom: dict[str, Any] | None = None
     jid: str = field(default_factory=new_jid)
+    keep_result_for: int | None = None
 
     def __post_init__(self) -> None:
         check_args(self.args)
@@ -206,6 +235,8 @@ class JobSpec:
             body["backtrace"] = self.backtrace
         if self.custom is not None:
             body["custom"] = self.custom
+        if self.keep_result_for is not None:
+            body["keep_result_for"] = self.keep_result_for
         return body
 
 

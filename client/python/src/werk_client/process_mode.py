@@ -24,6 +24,7 @@ from .failures import FailureReport, RemoteHandlerError, describe_failure
 from .job import Job
 from .models import JobRecord
 from .registry import Handler
+from .results import sendable_result
 from .threads import DaemonThreadPool
 
 __all__ = ["ProcessRunner"]
@@ -97,6 +98,7 @@ def _child_main(
     control = _ChildLeaseControl(url, token, record)
     job = Job(record, control, logging.getLogger("werk_client.job"))
     report: FailureReport | None = None
+    value: Any = None
     try:
         result = handler.call(record.args, job)
         if inspect.isawaitable(result):
@@ -104,28 +106,32 @@ def _child_main(
             async def _wait() -> Any:
                 return await result
 
-            asyncio.run(_wait())
+            result = asyncio.run(_wait())
+        # Only what JSON carries crosses back (and goes to the server).
+        value = sendable_result(result)
     except BaseException as exc:
         report = describe_failure(exc, max_lines)
     finally:
         control.close()
-    conn.send(report)
+    conn.send((report, value))
     conn.close()
 
 
-def _await_child(conn: Connection, proc: Any) -> tuple[bool, FailureReport | None, int | None]:
-    """Blocking: the child's report (if it sent one) and its exit code."""
+def _await_child(conn: Connection, proc: Any) -> tuple[bool, FailureReport | None, Any, int | None]:
+    """Blocking: the child's report and the handler's result (if it sent them) and its exit
+    code."""
     sent = False
     report: FailureReport | None = None
+    value: Any = None
     try:
-        report = conn.recv()
+        report, value = conn.recv()
         sent = True
     except (EOFError, OSError):
         pass
     finally:
         conn.close()
     proc.join()
-    return sent, report, proc.exitcode
+    return sent, report, value, proc.exitcode
 
 
 def _death_report(exitcode: int | None) -> FailureReport:
@@ -158,8 +164,9 @@ class ProcessRunner:
             self._mp.set_forkserver_preload(list(preload))
         self._waiters = DaemonThreadPool(max_workers, name="werk-child-wait")
 
-    async def run(self, handler: Handler, record: JobRecord, max_lines: int) -> None:
-        """Run the job in a child; raise ``RemoteHandlerError`` if it failed or died.
+    async def run(self, handler: Handler, record: JobRecord, max_lines: int) -> Any:
+        """Run the job in a child and return what its handler returned (if JSON, else None);
+        raise ``RemoteHandlerError`` if it failed or died.
 
         Cancelling this coroutine kills the child (terminate, or the lease was lost).
         """
@@ -175,7 +182,7 @@ class ProcessRunner:
             writer.close()
         waiting = asyncio.wrap_future(self._waiters.submit(lambda: _await_child(reader, proc)))
         try:
-            sent, report, exitcode = await asyncio.shield(waiting)
+            sent, report, value, exitcode = await asyncio.shield(waiting)
         except asyncio.CancelledError:
             with contextlib.suppress(ProcessLookupError, AttributeError):
                 proc.kill()
@@ -184,6 +191,7 @@ class ProcessRunner:
             raise RemoteHandlerError(_death_report(exitcode))
         if report is not None:
             raise RemoteHandlerError(report)
+        return value
 
     def close(self) -> None:
         self._waiters.shutdown()

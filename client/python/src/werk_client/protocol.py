@@ -20,6 +20,7 @@ from .models import (
     ExtendResult,
     FailResult,
     JobRecord,
+    JobResult,
     JobSpec,
     PushJidsResult,
     PushManyResult,
@@ -92,6 +93,7 @@ _decode_fetched = msgspec.json.Decoder(_Fetched).decode
 _decode_pushed = msgspec.json.Decoder(_Pushed).decode
 _decode_jids = msgspec.json.Decoder(PushJidsResult).decode
 _decode_acks = msgspec.json.Decoder(AckManyResult).decode
+_decode_result = msgspec.json.Decoder(JobResult).decode
 _decode_fail = msgspec.json.Decoder(FailResult).decode
 _decode_extend = msgspec.json.Decoder(ExtendResult).decode
 _decode_beat = msgspec.json.Decoder(_Beat).decode
@@ -120,6 +122,7 @@ def push_spec(
     backtrace: int | None,
     custom: Mapping[str, Any] | None,
     jid: str | None,
+    keep_result_for: int | None = None,
 ) -> JobSpec:
     check_args(args)
     kwargs: dict[str, Any] = {}
@@ -135,6 +138,7 @@ def push_spec(
         priority=priority,
         backtrace=backtrace,
         custom=dict(custom) if custom is not None else None,
+        keep_result_for=keep_result_for,
         **kwargs,
     )
 
@@ -225,12 +229,37 @@ def parse_fetch(data: bytes) -> list[JobRecord]:
     return _decode_fetched(data).jobs
 
 
-def ack_call(jid: str, lease: str) -> Call:
-    return Call("POST", _jid_path(jid, "ack"), {"lease": lease})
+def ack_call(jid: str, lease: str, result: Any = None) -> Call:
+    body: dict[str, Any] = {"lease": lease}
+    if result is not None:
+        body["result"] = result
+    return Call("POST", _jid_path(jid, "ack"), body)
 
 
-def ack_many_call(acks: Sequence[tuple[str, str]]) -> Call:
-    return Call("POST", "/v1/ack", {"acks": [{"jid": j, "lease": lease} for j, lease in acks]})
+# An ack of a batch: (jid, lease), or (jid, lease, result).
+AckItem = tuple[str, str] | tuple[str, str, Any]
+
+
+def ack_many_call(acks: Sequence[AckItem]) -> Call:
+    items = []
+    for ack in acks:
+        item: dict[str, Any] = {"jid": ack[0], "lease": ack[1]}
+        if len(ack) > 2 and ack[2] is not None:
+            item["result"] = ack[2]
+        items.append(item)
+    return Call("POST", "/v1/ack", {"acks": items})
+
+
+def result_call(jid: str, wait: float) -> Call:
+    """The job's outcome, long-polling up to ``wait`` seconds for it to settle."""
+    seconds = max(0.0, float(wait))
+    params = f"?wait={int(seconds) if seconds.is_integer() else seconds}" if seconds else ""
+    timeout = min(MAX_FETCH_WAIT, seconds) + LONG_POLL_SLACK
+    return Call("GET", _jid_path(jid, "result") + params, timeout=timeout)
+
+
+def parse_result(data: bytes) -> JobResult:
+    return _decode_result(data)
 
 
 def parse_ack_many(data: bytes) -> AckManyResult:

@@ -17,6 +17,7 @@ from typing import Any
 from .failures import FailureReport, describe_failure
 from .process_mode import ProcessRunner
 from .registry import Handler, Middleware, Registry
+from .results import sendable_result
 from .running import RunningJob
 from .threads import DaemonThreadPool, LoopHandoff
 from .worker_config import WorkerConfig
@@ -49,7 +50,8 @@ class Runner:
         )
 
     async def run(self, run: RunningJob) -> FailureReport | None:
-        """Run the job's handler: None if it returned, else what to report as its failure.
+        """Run the job's handler: None if it returned (what it returned, if JSON, is then
+        ``run.result``), else what to report as its failure.
 
         Cancellation (shutdown, lost lease) propagates.
         """
@@ -64,22 +66,27 @@ class Runner:
         if not self._middleware and self._processes is None:
             try:
                 if handler.is_async:
-                    await handler.call(run.record.args, run.job)
+                    value = await handler.call(run.record.args, run.job)
                 else:
-                    await self._in_thread(handler, run)
+                    value = await self._in_thread(handler, run)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
                 return describe_failure(exc, self._max_lines(run))
+            if value is not None:
+                run.result = sendable_result(value, run.fields())
             return None
 
         async def execute() -> None:
+            value: Any
             if self._processes is not None:
-                await self._processes.run(handler, run.record, self._max_lines(run))
+                value = await self._processes.run(handler, run.record, self._max_lines(run))
             elif handler.is_async:
-                await handler.call(run.record.args, run.job)
+                value = await handler.call(run.record.args, run.job)
             else:
-                await self._in_thread(handler, run)
+                value = await self._in_thread(handler, run)
+            if value is not None:
+                run.result = sendable_result(value, run.fields())
 
         chain: Callable[[], Awaitable[None]] = execute
         for middleware in reversed(self._middleware):
@@ -92,8 +99,9 @@ class Runner:
             return describe_failure(exc, self._max_lines(run))
         return None
 
-    async def _in_thread(self, handler: Handler, run: RunningJob) -> None:
-        """A plain handler on the thread pool, with the caller's context variables."""
+    async def _in_thread(self, handler: Handler, run: RunningJob) -> Any:
+        """A plain handler on the thread pool, with the caller's context variables; what it
+        returned."""
         loop = asyncio.get_running_loop()
         if self._handoff is None:
             self._handoff = LoopHandoff(loop)
@@ -103,7 +111,8 @@ class Runner:
         self._threads.run_for(call, future, self._handoff)
         result = await future
         if inspect.isawaitable(result):
-            await result
+            result = await result
+        return result
 
     def _max_lines(self, run: RunningJob) -> int:
         """Backtrace lines to send: the job's own limit, within the worker's."""

@@ -41,6 +41,7 @@ class RunningJob:
         "lost",
         "next_extend",
         "record",
+        "result",
         "settled",
         "started",
         "task",
@@ -59,6 +60,7 @@ class RunningJob:
         self.keeper = keeper
         self.keeping: asyncio.Task[None] | None = None  # extending the lease, once due
         self.settled = False
+        self.result: Any = None  # what the handler returned, if JSON (sent with the ack)
         self.lost = False
         self.started = time.monotonic()
         self.next_extend = self.started + keeper.interval(record)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .acks import AckBatcher
 from .async_client import AsyncClient
-from .errors import JobNotFound, LeaseLost, ValidationError, WerkError
+from .errors import JobNotFound, LeaseLost, ResultTooLarge, ValidationError, WerkError
 from .failures import FailureReport
 from .models import AckManyResult, FailResult
 from .running import RunningJob
@@ -66,7 +66,7 @@ class Settler:
         for attempt in range(attempts - 1):
             try:
                 return await send(*args)
-            except (LeaseLost, JobNotFound, ValidationError):
+            except (LeaseLost, JobNotFound, ValidationError, ResultTooLarge):
                 raise
             except WerkError:
                 await asyncio.sleep(min(_BACKOFF_CAP, 0.5 * 2**attempt))
@@ -76,13 +76,13 @@ class Settler:
     def batching(self) -> bool:
         return self._acker is not None
 
-    async def _send_acks(self, pairs: Sequence[tuple[str, str]]) -> AckManyResult:
-        return await self._try_hard(self._client.ack_many, pairs)
+    async def _send_acks(self, items: Sequence[tuple[Any, ...]]) -> AckManyResult:
+        return await self._try_hard(self._client.ack_many, items)
 
     def ack_soon(self, run: RunningJob, settled: Callable[[RunningJob, bool], None]) -> None:
         """Batched ack: ``settled(run, acked)`` once the server answered (or gave up)."""
         assert self._acker is not None
-        self._acker.add(run.record.jid, run.lease, (run, settled))
+        self._acker.add(run.record.jid, run.lease, run.result, (run, settled))
 
     def _ack_outcome(self, waiting: _Waiting, acked: bool, error: Exception | None) -> None:
         run, settled = waiting
@@ -105,10 +105,23 @@ class Settler:
             self.ack_soon(run, settled)
             return await answer
         try:
-            await self._try_hard(self._client.ack, run.record.jid, run.lease)
+            try:
+                await self._try_hard(self._ack, run.record.jid, run.lease, run.result)
+            except (ResultTooLarge, ValidationError) as exc:
+                if run.result is None:
+                    raise
+                self._log.error(
+                    "the server refused the job's result (%s); acking without it",
+                    exc,
+                    extra=run.fields(),
+                )
+                await self._try_hard(self._ack, run.record.jid, run.lease, None)
         except WerkError as exc:
             return self._report_ack(run, False, exc)
         return self._report_ack(run, True, None)
+
+    async def _ack(self, jid: str, lease: str, result: Any) -> None:
+        await self._client.ack(jid, lease, result=result)
 
     def _report_ack(self, run: RunningJob, acked: bool, error: Exception | None) -> bool:
         """Log the outcome of an ack; True if the job is done (the server recorded the ack)."""

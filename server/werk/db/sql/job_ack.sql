@@ -1,8 +1,11 @@
 -- Complete the jobs whose attempt is held by the caller: $2 maps each jid to the lease presented
 -- for it; $5, for Faktory's protocol whose ACK names only the jid, maps a jid to the worker that
 -- must hold it (one of the two is empty). Anything else (unknown, settled, expired, re-reserved
--- by another worker) is left untouched. Completed jobs are deleted unless $3 asks to keep them
--- for inspection. Returns one JSON array of the jids completed (decoded in one call).
+-- by another worker) is left untouched. Completed jobs are deleted, unless $3 asks to keep every
+-- completed job for inspection or the job was pushed with keep_result_for: a kept job becomes
+-- completed, with the result $6 maps its jid to (if any), kept until finished_at plus its
+-- keep_result_for (pruning adds WERK_COMPLETED_RETENTION). Returns two JSON arrays (each decoded
+-- in one call): the jids completed, and those of them kept.
 -- The jobs are found by their keys alone and each is compared with its own item, never joined to
 -- a list of items: the planner sizes a join by werk_jobs's statistics, and with statistics taken
 -- while every job waited (or before VACUUM emptied the table) it estimates one job in flight and
@@ -22,19 +25,27 @@ deleted AS (
     WHERE NOT $3::boolean AND j.jid = ANY ((SELECT jids FROM named)::text[])
       AND (j.lease = ($2::jsonb ->> j.jid)::uuid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
+      AND j.keep_result_for IS NULL
     RETURNING j.jid, j.queue
 ),
+-- Looked for only when the deletion did not take every job named (the count is evaluated once,
+-- before the scan): acks of jobs deleted at ack, the usual case, pay no second lookup.
 kept AS (
     UPDATE werk_jobs j
     SET state = 'completed', lease = NULL, lease_expires_at = NULL,
-        finished_at = coalesce($1::timestamptz, now())
-    WHERE $3::boolean AND j.jid = ANY ((SELECT jids FROM named)::text[])
+        finished_at = coalesce($1::timestamptz, now()),
+        result = $6::jsonb -> j.jid,
+        keep_until = coalesce($1::timestamptz, now())
+                     + make_interval(secs => coalesce(j.keep_result_for, 0))
+    WHERE (SELECT count(*) FROM deleted) < (SELECT cardinality(jids) FROM named)
+      AND j.jid = ANY ((SELECT jids FROM named)::text[])
       AND (j.lease = ($2::jsonb ->> j.jid)::uuid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
+      AND ($3::boolean OR j.keep_result_for IS NOT NULL)
     RETURNING j.jid, j.queue
 ),
 done AS (
-    SELECT * FROM deleted UNION ALL SELECT * FROM kept
+    SELECT jid, queue, false AS kept FROM deleted UNION ALL SELECT jid, queue, true FROM kept
 ),
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, processed)
@@ -44,4 +55,6 @@ counted AS (
     GROUP BY 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET processed = k.processed + excluded.processed
 )
-SELECT coalesce(json_agg(jid), '[]') FROM done
+SELECT coalesce(json_agg(jid), '[]') AS done,
+       coalesce(json_agg(jid) FILTER (WHERE kept), '[]') AS kept
+FROM done

@@ -1,6 +1,7 @@
 -- Retention, a bounded batch ($5) at a time so pruning never holds many row locks for long:
 -- dead jobs older than $2 seconds, dead jobs beyond the newest $3 (oldest first), and completed
--- jobs kept for inspection older than $4 seconds. Returns how many rows went.
+-- jobs $4 seconds past their keep_until (their own keep_result_for: see job_ack.sql; $4 is
+-- WERK_COMPLETED_RETENTION). Returns how many rows went.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -23,8 +24,8 @@ surplus_dead AS (
 ),
 expired_completed AS (
     SELECT j.jid FROM werk_jobs j, clock c
-    WHERE j.state = 'completed' AND j.finished_at < c.now - make_interval(secs => $4::float8)
-    ORDER BY j.finished_at
+    WHERE j.state = 'completed' AND j.keep_until < c.now - make_interval(secs => $4::float8)
+    ORDER BY j.keep_until
     LIMIT $5
 ),
 doomed AS (

@@ -3,7 +3,8 @@
 -- $1 now (NULL = database clock), $2..$11 the jobs' fields, $12 counter shard, $13 per job the
 -- worker id of a fetch waiting for it on this node (NULL: none): such a job, if it is due and
 -- its queue is not paused, is stored already reserved by that worker (attempt 1, fresh lease),
--- so the waiting fetch is answered by this commit without a claim of its own.
+-- so the waiting fetch is answered by this commit without a claim of its own. keep_result_for
+-- comes last ($14 for one job, $24 and $25 for many).
 -- Three choices make the variants, each a part below: how the jobs come (jobs: one, many), what
 -- an existing jid does (conflict: new, dedupe) and what is answered (answer: rows, decided, jids).
 WITH clock AS (
@@ -16,13 +17,13 @@ input AS (
              AND NOT EXISTS (SELECT 1 FROM werk_queues p WHERE p.name = t.queue AND p.paused)
              AS handed
     FROM /*jobs*/ AS t(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace,
-                       custom, at, wid, ord)
+                       custom, at, wid, ord, keep_result_for)
     CROSS JOIN clock c
 ),
 inserted AS (
     INSERT INTO werk_jobs (jid, jobtype, queue, args, priority, reserve_for, retry, backtrace,
                            custom, at, state, run_at, created_at, enqueued_at, attempt, lease,
-                           lease_expires_at, wid)
+                           lease_expires_at, wid, keep_result_for)
     SELECT i.jid, i.jobtype, i.queue, i.args::jsonb, i.priority, i.reserve_for, i.retry,
            i.backtrace, i.custom::jsonb, i.at,
            CASE WHEN i.handed THEN 'active' WHEN i.due THEN 'available' ELSE 'scheduled'
@@ -33,7 +34,8 @@ inserted AS (
            CASE WHEN i.handed THEN 1 ELSE 0 END,
            CASE WHEN i.handed THEN gen_random_uuid() END,
            CASE WHEN i.handed THEN c.now + make_interval(secs => i.reserve_for) END,
-           CASE WHEN i.handed THEN i.wid END
+           CASE WHEN i.handed THEN i.wid END,
+           i.keep_result_for
     FROM input i CROSS JOIN clock c
     ORDER BY i.ord
     /*conflict*/
@@ -50,7 +52,7 @@ SELECT * FROM inserted
 
 -- part one: a lone job, as plain values (no arrays to encode and unnest for one job).
 (VALUES ($2::text, $3::text, $4::text, $5::text, $6::int, $7::int, $8::int, $9::int, $10::text,
-         $11::timestamptz, $13::text, 1::bigint))
+         $11::timestamptz, $13::text, 1::bigint, $14::int))
 
 -- part many: the jobs as per-job arrays, in order. A column in which every job holds the same
 -- value (the queue, the defaults, no `at`, no waiting fetch) comes as an empty array plus that
@@ -60,10 +62,12 @@ SELECT * FROM inserted
         coalesce(u.args, $16::text), coalesce(u.priority, $17::int),
         coalesce(u.reserve_for, $18::int), coalesce(u.retry, $19::int),
         coalesce(u.backtrace, $20::int), coalesce(u.custom, $21::text),
-        coalesce(u.at, $22::timestamptz), coalesce(u.wid, $23::text), u.ord
+        coalesce(u.at, $22::timestamptz), coalesce(u.wid, $23::text), u.ord,
+        coalesce(u.keep_result_for, $25::int)
  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[],
-             $9::int[], $10::text[], $11::timestamptz[], $13::text[]) WITH ORDINALITY
-      AS u(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace, custom, at, wid, ord))
+             $9::int[], $10::text[], $11::timestamptz[], $13::text[], $24::int[]) WITH ORDINALITY
+      AS u(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace, custom, at, wid,
+           keep_result_for, ord))
 
 -- part new: the jids are taken to be new, which spares PostgreSQL the conflict check per job: one
 -- that exists fails the whole statement (unique_violation on werk_jobs_pkey) and the caller writes
