@@ -45,9 +45,10 @@ async def push_jobs(
 ) -> list[Any]:
     """Insert the jobs whose jid is new; returns per inserted job its row (``answer`` "rows"),
     the columns the statement decided ("decided": jid, queue, state, at, created_at,
-    enqueued_at; for jobs handed to no fetch) or its jid, queue and state ("jids").
+    enqueued_at, expires_at; for jobs handed to no fetch) or its jid, queue and state ("jids").
     ``handoffs``: per job, the worker id of a fetch waiting for it, which gets it reserved at
-    once (when due, not paused); None: no job is handed off.
+    once (when due, not paused); None: no job is handed off. Jobs with a unique lock go to
+    ``push_unique_jobs``.
 
     The jids are first taken to be new, which spares PostgreSQL the duplicate check per job; when
     one exists, that statement fails having changed nothing, and the push is written again
@@ -60,35 +61,78 @@ async def push_jobs(
         shape = "job_push.one"
         args: tuple[Any, ...] = (
             now, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
-            j.backtrace, j.custom, j.at, _shard(), wid,
+            j.backtrace, j.custom, j.at, _shard(), wid, j.expires_at, j.expires_in,
         )  # fmt: skip
     else:
         shape = "job_push.many"
-        columns = [
-            _column([j.jobtype for j in jobs]),
-            _column([j.queue for j in jobs]),
-            _column([j.args for j in jobs]),
-            _column([j.priority for j in jobs]),
-            _column([j.reserve_for for j in jobs]),
-            _column([j.retry for j in jobs]),
-            _column([j.backtrace for j in jobs]),
-            _column([j.custom for j in jobs]),
-            _column([j.at for j in jobs]),
-        ]
-        wids = _column(list(handoffs))
-        args = (
-            now, [j.jid for j in jobs], *(c[0] for c in columns), _shard(), wids[0],
-            *(c[1] for c in columns), wids[1],
-        )  # fmt: skip
+        args = (*_many(now, jobs, handoffs), *_rare(jobs))
+    parts = {"jobs": shape, "release": "job_push.hold", "answer": answer_part}
     try:
         return await db.fetch(
-            sql("job_push", jobs=shape, conflict="job_push.new", answer=answer_part), *args
+            sql("job_push", conflict="job_push.new", fresh="job_push.all", **parts), *args
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name != "werk_jobs_pkey":
             raise
     return await db.fetch(
-        sql("job_push", jobs=shape, conflict="job_push.dedupe", answer=answer_part), *args
+        sql("job_push", conflict="job_push.dedupe", fresh="job_push.all", **parts), *args
+    )
+
+
+def _many(
+    now: datetime | None, jobs: Sequence[NewJob], handoffs: Sequence[str | None]
+) -> tuple[Any, ...]:
+    """The parameters $1..$23 of job_push.sql's part many (and keyed)."""
+    columns = [
+        _column([j.jobtype for j in jobs]),
+        _column([j.queue for j in jobs]),
+        _column([j.args for j in jobs]),
+        _column([j.priority for j in jobs]),
+        _column([j.reserve_for for j in jobs]),
+        _column([j.retry for j in jobs]),
+        _column([j.backtrace for j in jobs]),
+        _column([j.custom for j in jobs]),
+        _column([j.at for j in jobs]),
+    ]
+    wids = _column(list(handoffs))
+    return (
+        now, [j.jid for j in jobs], *(c[0] for c in columns), _shard(), wids[0],
+        *(c[1] for c in columns), wids[1],
+    )  # fmt: skip
+
+
+def _rare(jobs: Sequence[NewJob]) -> tuple[list[Any], list[Any]]:
+    """The expiry columns ($24, $25): empty when no job expires (unnest pads them with NULLs)."""
+    if all(j.expires_at is None and j.expires_in is None for j in jobs):
+        return [], []
+    return [j.expires_at for j in jobs], [j.expires_in for j in jobs]
+
+
+async def push_unique_jobs(db: Executor, now: datetime | None, jobs: Sequence[NewJob]) -> list[Any]:
+    """Insert the jobs whose jid is new and whose unique key (if any) is free, in one statement;
+    a key another job holds answers with that holder, which a push with on_conflict replace may
+    have changed. Returns whole rows, each with ``created``: false for a holder. Keys whose time
+    bound passed, and keys an active job holds that a replace push takes over, are released by
+    the same statement. Unique keys must differ within ``jobs``. A jid pushed concurrently
+    by another transaction fails the statement (UniqueViolationError on werk_jobs_pkey)."""
+    locks = [j.unique for j in jobs]
+    args = (
+        *_many(now, jobs, [None] * len(jobs)),
+        *_rare(jobs),
+        [u.key if u else None for u in locks],
+        [u.seconds if u else None for u in locks],
+        [u.spec if u else None for u in locks],
+    )
+    return await db.fetch(
+        sql(
+            "job_push",
+            jobs="job_push.keyed",
+            release="job_push.release",
+            conflict="job_push.holder",
+            fresh="job_push.created",
+            answer="job_push.met",
+        ),
+        *args,
     )
 
 
@@ -199,6 +243,12 @@ async def job_exists(db: Executor, jid: str) -> bool:
 
 async def promote_due(db: Executor, now: datetime | None, limit: int) -> list[str]:
     rows = await db.fetch(sql("job_promote"), now, limit)
+    return [r["queue"] for r in rows]
+
+
+async def expire_due(db: Executor, now: datetime | None, limit: int) -> list[str]:
+    """Expire waiting jobs whose expires_at has come; returns the queue of each."""
+    rows = await db.fetch(sql("job_expire"), now, limit, _shard())
     return [r["queue"] for r in rows]
 
 

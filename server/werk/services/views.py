@@ -48,6 +48,8 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "failure": failure,
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
+        "expires_at": r["expires_at"],
+        "unique": r["unique_spec"],
     }
 
 
@@ -87,4 +89,6 @@ def pushed_view(result: PushResult) -> dict[str, Any]:
         "failure": None,
         "lease_expires_at": None,
         "wid": None,
+        "expires_at": r["expires_at"],
+        "unique": None if j.unique is None else orjson.Fragment(j.unique.spec),
     }
