@@ -234,7 +234,7 @@ def document(app: FastAPI, offline: Collection[str]) -> None:
                     responses.setdefault(status, {"description": _COMMON[status]})
                 for status, response in responses.items():
                     if status[0] in "45":
-                        response["content"] = _PROBLEM
+                        response["content"] = _problem_content(response)
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         # FastAPI's own 422 models: never sent (every 422 is a Problem).
         for unused in ("HTTPValidationError", "ValidationError"):
@@ -242,6 +242,15 @@ def document(app: FastAPI, offline: Collection[str]) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _problem_content(response: dict[str, Any]) -> dict[str, Any]:
+    """problem+json with the schema the route names when it is a Problem with more members
+    (``NotUniqueProblem``), else with Problem."""
+    named = response.get("content", {}).get("application/json", {}).get("schema", {})
+    if named.get("$ref", "").endswith("Problem"):
+        return {"application/problem+json": {"schema": named}}
+    return _PROBLEM
 
 
 def _statuses(path: str, operation: dict[str, Any], offline: Collection[str]) -> list[str]:

@@ -97,6 +97,18 @@ def _declare_nulls(schema: dict[str, Any], *_: Any) -> None:
 STRICT = ConfigDict(strict=True, extra="forbid", json_schema_extra=_declare_nulls)
 
 
+def _strict_with_one_of(first: str, second: str) -> ConfigDict:
+    """STRICT for a body that may give at most one of two keys (null counts as not given):
+    the schema states it as "not both given and not null"."""
+
+    def extra(schema: dict[str, Any], *_: Any) -> None:
+        _declare_nulls(schema)
+        given = {"not": {"type": "null"}}
+        schema["not"] = {"required": [first, second], "properties": {first: given, second: given}}
+
+    return ConfigDict(strict=True, extra="forbid", json_schema_extra=extra)
+
+
 def _absent_means(default: Any, **constraints: Any) -> Any:
     """The Field of a key a job may leave out: the schema states the default that JobSpec then
     applies (tests/test_push.py checks the two agree)."""
@@ -109,7 +121,7 @@ _SECONDS = Field(gt=0, le=rules.SECONDS_MAX)
 Time = Annotated[Annotated[AwareDatetime, AfterValidator(check_time)], BeforeValidator(_time_text)]
 
 
-@with_config(STRICT)
+@with_config(_strict_with_one_of("key", "by"))
 class UniqueBody(TypedDict):
     """A push's unique lock. ``for`` is a Python keyword: the field is ``for_``, sent as
     ``for``."""
@@ -199,7 +211,7 @@ Unique = Annotated[
 
 
 # A dict, not a model: validating a batch then builds no model object per job.
-@with_config(STRICT)
+@with_config(_strict_with_one_of("expires_at", "expires_in"))
 class JobPush(TypedDict):
     """A job to push. Only ``jobtype`` is required."""
 
