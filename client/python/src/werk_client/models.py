@@ -8,6 +8,7 @@ fields the server may add later are ignored, so a newer server never breaks an o
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -79,6 +80,54 @@ def format_at(at: datetime | timedelta | str | None) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Unique:
+    """A push's unique lock: no other job with the same key is stored while one holds it.
+
+    ``key`` names the lock; without it the server hashes jobtype, queue and args (or only the
+    ``by`` paths, such as ``"args.0"`` or ``"custom.tenant"``). ``for_`` bounds the lock in
+    seconds (from ``at`` for a scheduled job); ``until`` is ``"success"`` (held until acked,
+    dead or expired) or ``"start"`` (until a worker takes the job). ``on_conflict`` says what a
+    push meeting a holder does: ``"reject"`` raises ``NotUnique`` naming the holder,
+    ``"existing"`` answers with the holder (``duplicate`` True), ``"replace"`` gives a waiting
+    holder this push's args and ``at``.
+    """
+
+    for_: float | None = None
+    until: str | None = None
+    key: str | None = None
+    by: Sequence[str] | None = None
+    on_conflict: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        fields = {
+            "for": self.for_,
+            "until": self.until,
+            "key": self.key,
+            "by": list(self.by) if self.by is not None else None,
+            "on_conflict": self.on_conflict,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueConflict:
+    """An item of a batch whose unique key another job held: its place in the batch, the
+    holder's jid (the item's jid in the answer) and what was done (its ``on_conflict``)."""
+
+    index: int
+    existing_jid: str
+    on_conflict: str
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any], offset: int = 0) -> UniqueConflict:
+        return cls(
+            index=int(data["index"]) + offset,
+            existing_jid=str(data["existing_jid"]),
+            on_conflict=str(data["on_conflict"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Failure:
     """The last failure of a job, as the server recorded it."""
 
@@ -132,6 +181,9 @@ class JobRecord:
     lease_expires_at: datetime | None
     wid: str | None
     created: bool | None = None
+    expires_at: datetime | None = None
+    unique: dict[str, Any] | None = None
+    duplicate: bool = False
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> JobRecord:
@@ -157,6 +209,9 @@ class JobRecord:
             lease_expires_at=parse_time(data.get("lease_expires_at")),
             wid=data.get("wid"),
             created=data.get("created"),
+            expires_at=parse_time(data.get("expires_at")),
+            unique=data.get("unique"),
+            duplicate=bool(data.get("duplicate", False)),
         )
 
 
@@ -174,6 +229,9 @@ class JobSpec:
     backtrace: int | None = None
     custom: dict[str, Any] | None = None
     jid: str = field(default_factory=new_jid)
+    unique: Unique | None = None
+    expires_at: datetime | str | None = None
+    expires_in: float | None = None
 
     def __post_init__(self) -> None:
         check_args(self.args)
@@ -189,6 +247,9 @@ class JobSpec:
             "priority": self.priority,
             "backtrace": self.backtrace,
             "custom": self.custom,
+            "unique": self.unique.to_wire() if self.unique is not None else None,
+            "expires_at": format_at(self.expires_at),
+            "expires_in": self.expires_in,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return body
@@ -196,10 +257,12 @@ class JobSpec:
 
 @dataclass(frozen=True, slots=True)
 class PushManyResult:
-    """Jobs stored by ``push_many`` (in input order) and how many were new."""
+    """Jobs stored by ``push_many`` (in input order) and how many were new. An item whose
+    unique key another job held is answered by that job, and listed in ``conflicts``."""
 
     jobs: list[JobRecord]
     created: int
+    conflicts: list[UniqueConflict] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +273,7 @@ class PushJidsResult:
     jids: list[str]
     created: int
     existed: list[str]
+    conflicts: list[UniqueConflict] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,8 @@ from .models import (
     PushJidsResult,
     PushManyResult,
     ServerInfo,
+    Unique,
+    UniqueConflict,
     WorkerState,
     check_args,
     parse_time,
@@ -85,6 +87,9 @@ def push_spec(
     backtrace: int | None,
     custom: Mapping[str, Any] | None,
     jid: str | None,
+    unique: Unique | None = None,
+    expires_at: datetime | str | None = None,
+    expires_in: float | None = None,
 ) -> JobSpec:
     check_args(args)
     kwargs: dict[str, Any] = {}
@@ -100,6 +105,9 @@ def push_spec(
         priority=priority,
         backtrace=backtrace,
         custom=dict(custom) if custom is not None else None,
+        unique=unique,
+        expires_at=expires_at,
+        expires_in=expires_in,
         **kwargs,
     )
 
@@ -133,9 +141,15 @@ def parse_job(data: Any) -> JobRecord:
     return JobRecord.from_wire(data)
 
 
+def _conflicts(data: Any) -> list[UniqueConflict]:
+    return [UniqueConflict.from_wire(c) for c in data.get("conflicts", [])]
+
+
 def parse_push_batch(data: Any) -> PushManyResult:
     jobs = [JobRecord.from_wire(j) for j in data.get("jobs", [])]
-    return PushManyResult(jobs=jobs, created=int(data.get("created", len(jobs))))
+    return PushManyResult(
+        jobs=jobs, created=int(data.get("created", len(jobs))), conflicts=_conflicts(data)
+    )
 
 
 def parse_push_jids(data: Any) -> PushJidsResult:
@@ -143,27 +157,37 @@ def parse_push_jids(data: Any) -> PushJidsResult:
         jids=[str(j) for j in data["jids"]],
         created=int(data["created"]),
         existed=[str(j) for j in data["existed"]],
+        conflicts=_conflicts(data),
     )
+
+
+def _shifted(conflicts: list[UniqueConflict], offset: int) -> list[UniqueConflict]:
+    """A later request's conflicts, indexed within everything pushed."""
+    return [UniqueConflict(c.index + offset, c.existing_jid, c.on_conflict) for c in conflicts]
 
 
 def merge_push_jids(results: Iterable[PushJidsResult]) -> PushJidsResult:
     jids: list[str] = []
     existed: list[str] = []
+    conflicts: list[UniqueConflict] = []
     created = 0
     for result in results:
+        conflicts.extend(_shifted(result.conflicts, len(jids)))
         jids.extend(result.jids)
         existed.extend(result.existed)
         created += result.created
-    return PushJidsResult(jids=jids, created=created, existed=existed)
+    return PushJidsResult(jids=jids, created=created, existed=existed, conflicts=conflicts)
 
 
 def merge_push_results(results: Iterable[PushManyResult]) -> PushManyResult:
     jobs: list[JobRecord] = []
+    conflicts: list[UniqueConflict] = []
     created = 0
     for result in results:
+        conflicts.extend(_shifted(result.conflicts, len(jobs)))
         jobs.extend(result.jobs)
         created += result.created
-    return PushManyResult(jobs=jobs, created=created)
+    return PushManyResult(jobs=jobs, created=created, conflicts=conflicts)
 
 
 def fetch_call(queues: Sequence[str], wid: str, count: int, wait: float) -> Call:
