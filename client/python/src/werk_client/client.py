@@ -22,10 +22,10 @@ from .models import (
     FailResult,
     JobRecord,
     JobSpec,
-    Unique,
     PushJidsResult,
     PushManyResult,
     ServerInfo,
+    Unique,
     WorkerState,
 )
 from .protocol import UNSET, Call
