@@ -40,6 +40,15 @@ async def test_a_job_past_expires_at_is_never_fetched_and_then_expires(api):
     assert value(await scrape(api), "werk_jobs_expired_total", queue="default") == 1
 
 
+async def test_a_job_without_expiry_or_time_bound_has_none(api, database_url):
+    await push(api)
+    await push(api, unique={"key": "no-bound"})
+    await api.http.post("/v1/jobs/batch", json={"jobs": [{"jobtype": "a"}, {"jobtype": "b"}]})
+    rows = await sql(database_url, "SELECT expires_at, unique_until FROM werk_jobs")
+    assert len(rows) == 4
+    assert all(r["expires_at"] is None and r["unique_until"] is None for r in rows)
+
+
 async def test_a_job_started_in_time_runs(api):
     job = await push(api, expires_in=30)
     api.clock.advance(29)

@@ -8,7 +8,7 @@ fields the server may add later are ignored, so a newer server never breaks an o
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -229,7 +229,7 @@ class JobSpec:
     backtrace: int | None = None
     custom: dict[str, Any] | None = None
     jid: str = field(default_factory=new_jid)
-    unique: Unique | None = None
+    unique: Unique | Mapping[str, Any] | None = None  # a mapping: the wire's own keys
     expires_at: datetime | str | None = None
     expires_in: float | None = None
 
@@ -247,12 +247,18 @@ class JobSpec:
             "priority": self.priority,
             "backtrace": self.backtrace,
             "custom": self.custom,
-            "unique": self.unique.to_wire() if self.unique is not None else None,
+            "unique": _unique_wire(self.unique),
             "expires_at": format_at(self.expires_at),
             "expires_in": self.expires_in,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return body
+
+
+def _unique_wire(unique: Unique | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if unique is None:
+        return None
+    return unique.to_wire() if isinstance(unique, Unique) else dict(unique)
 
 
 @dataclass(frozen=True, slots=True)

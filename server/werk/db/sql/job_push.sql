@@ -22,10 +22,16 @@ input AS (
              AS handed,
            -- Time bounds count from `at`, or from now for a job due already; capped at the
            -- last time Werk stores (domain/times.py).
-           least(greatest(coalesce(t.at, c.now), c.now) + make_interval(secs => t.expires_in),
-                 '9999-12-31 23:59:59.999999+00'::timestamptz) AS expires_after,
-           least(greatest(coalesce(t.at, c.now), c.now) + make_interval(secs => t.unique_for),
-                 '9999-12-31 23:59:59.999999+00'::timestamptz) AS unique_until
+           CASE WHEN t.expires_in IS NOT NULL
+                THEN least(greatest(coalesce(t.at, c.now), c.now)
+                           + make_interval(secs => t.expires_in),
+                           '9999-12-31 23:59:59.999999+00'::timestamptz)
+           END AS expires_after,
+           CASE WHEN t.unique_for IS NOT NULL
+                THEN least(greatest(coalesce(t.at, c.now), c.now)
+                           + make_interval(secs => t.unique_for),
+                           '9999-12-31 23:59:59.999999+00'::timestamptz)
+           END AS unique_until
     FROM /*jobs*/ AS t(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace,
                        custom, at, wid, expires_at, expires_in, unique_key, unique_for,
                        unique_spec, ord)
