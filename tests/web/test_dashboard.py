@@ -43,7 +43,8 @@ def form(**fields: Any) -> dict[str, Any]:
 async def test_every_page_renders_with_safe_headers(api: InProcess) -> None:
     jobs = await seed(api)
     pages = ["/", "/?days=7", "/?days=180", "/queues", "/queues/mail", "/queues/mail?state=dead",
-             "/retries", "/scheduled", "/dead", "/expired", "/workers", f"/jobs/{jobs['dead']}"]  # fmt: skip
+             "/retries", "/scheduled", "/dead", "/expired", "/workers",
+             f"/jobs/{jobs['dead']}"]  # fmt: skip
     for page in pages:
         r = await api.http.get(page)
         assert r.status_code == 200, (page, r.text[:500])
