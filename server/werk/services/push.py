@@ -125,7 +125,7 @@ class PushService:
             if not pending:
                 break
         else:
-            raise RuntimeError("a unique push kept losing races; it stored what it answered")
+            raise RuntimeError(f"a unique push lost a race {UNIQUE_ATTEMPTS} times in a row")
         missing = [j.jid for j in jobs if j.jid not in results]
         if missing:
             for row in await queries.get_jobs(self._pool, missing):
