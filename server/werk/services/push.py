@@ -207,7 +207,7 @@ def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
     """The jobs of one batch, jids generated where absent; a jid or a unique key twice is the
     caller's error."""
     fresh = iter(new_jids(sum(1 for s in specs if not s.jid)))
-    jobs = [_to_new_job(s, s.jid or next(fresh)) for s in specs]
+    jobs = [_to_new_job(s, s.jid or next(fresh), f"jobs.{i}.") for i, s in enumerate(specs)]
     seen: set[str] = set()
     keys: set[str] = set()
     for i, job in enumerate(jobs):
@@ -229,8 +229,9 @@ def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
     return jobs
 
 
-def _to_new_job(spec: JobSpec, jid: str) -> NewJob:
-    return NewJob(
+def _to_new_job(spec: JobSpec, jid: str, loc: str = "") -> NewJob:
+    """The job as it is written; ``loc`` locates it in the request (a batch's ``jobs.3.``)."""
+    job = NewJob(
         jid=jid,
         jobtype=spec.jobtype,
         queue=spec.queue,
@@ -241,7 +242,15 @@ def _to_new_job(spec: JobSpec, jid: str) -> NewJob:
         backtrace=spec.backtrace,
         custom=orjson.dumps(spec.custom).decode(),
         at=spec.at,
-        expires_at=spec.expires_at,
-        expires_in=spec.expires_in,
-        unique=None if spec.unique is None else unique_lock(spec, spec.unique),
     )
+    # Set only when given: a job without them is written as fast as before they existed.
+    if spec.expires_at is not None or spec.expires_in is not None:
+        if spec.expires_at is not None and spec.expires_in is not None:
+            raise InvalidRequest(
+                "give either expires_at or expires_in, not both",
+                errors=[{"loc": f"{loc}expires_in", "message": "not with expires_at"}],
+            )
+        job.expires_at, job.expires_in = spec.expires_at, spec.expires_in
+    if spec.unique is not None:
+        job.unique = unique_lock(spec, spec.unique)
+    return job

@@ -90,5 +90,5 @@ def pushed_view(result: PushResult) -> dict[str, Any]:
         "lease_expires_at": None,
         "wid": None,
         "expires_at": r["expires_at"],
-        "unique": None if j.unique is None else orjson.Fragment(j.unique.spec),
+        "unique": None,  # a unique job is never answered from what was sent
     }
