@@ -70,8 +70,9 @@ def _push_sql(jobs: str) -> str:
     per inserted job, as the server sends it when no fetch waits for the jobs
     (werk.db.queries.push_jobs)."""
     return sql(
-        "job_push", jobs=f"job_push.{jobs}", conflict="job_push.new", answer="job_push.decided"
-    )
+        "job_push", jobs=f"job_push.{jobs}", conflict="job_push.new", answer="job_push.decided",
+        release="job_push.hold", fresh="job_push.all",
+    )  # fmt: skip
 
 
 def _push_args(n: int) -> list[Any]:
@@ -79,11 +80,12 @@ def _push_args(n: int) -> list[Any]:
     every other column travels as one value (job_push.sql, part many)."""
     jids = new_jids(n)  # the server's (time-ordered)
     return [None, jids, *[[]] * 9, 0, [],
-            "noop", QUEUE, "[]", 0, 1800, 25, 0, "{}", None, None]  # fmt: skip
+            "noop", QUEUE, "[]", 0, 1800, 25, 0, "{}", None, None, [], [], []]  # fmt: skip
 
 
 def _push_one_args() -> list[Any]:
-    return [None, secrets.token_hex(12), "noop", QUEUE, "[]", 0, 1800, 25, 0, "{}", None, 0, None]
+    return [None, secrets.token_hex(12), "noop", QUEUE, "[]", 0, 1800, 25, 0, "{}", None, 0, None,
+            None, None, None]  # fmt: skip
 
 
 async def _connect(ctx: Context, lean: bool = False) -> asyncpg.Connection:

@@ -87,6 +87,10 @@ func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult
 		if err := c.call(ctx, "POST", "/v1/jobs/batch", map[string]any{"jobs": batch}, &part, 0); err != nil {
 			return nil, err
 		}
+		for _, c := range part.Conflicts {
+			c.Index += len(merged.Jobs)
+			merged.Conflicts = append(merged.Conflicts, c)
+		}
 		merged.Jobs = append(merged.Jobs, part.Jobs...)
 		merged.Created += part.Created
 	}
@@ -102,6 +106,10 @@ func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult
 		body := map[string]any{"jobs": batch}
 		if err := c.callWith(ctx, "POST", "/v1/jobs/batch", minimal, body, &part, 0); err != nil {
 			return nil, err
+		}
+		for _, c := range part.Conflicts {
+			c.Index += len(merged.JIDs)
+			merged.Conflicts = append(merged.Conflicts, c)
 		}
 		merged.JIDs = append(merged.JIDs, part.JIDs...)
 		merged.Existed = append(merged.Existed, part.Existed...)
@@ -305,16 +313,18 @@ func (c *Client) once(ctx context.Context, method, path string, headers map[stri
 		return nil
 	}
 	var problem struct {
-		Code   string       `json:"code"`
-		Detail string       `json:"detail"`
-		Errors []FieldError `json:"errors"`
+		Code        string       `json:"code"`
+		Detail      string       `json:"detail"`
+		Errors      []FieldError `json:"errors"`
+		ExistingJID string       `json:"existing_jid"`
 	}
 	_ = json.Unmarshal(data, &problem)
 	if problem.Code == "" {
 		problem.Code = "http_" + strconv.Itoa(resp.StatusCode)
 		problem.Detail = strings.TrimSpace(string(data))
 	}
-	e := &Error{Code: problem.Code, Status: resp.StatusCode, Detail: problem.Detail, Errors: problem.Errors}
+	e := &Error{Code: problem.Code, Status: resp.StatusCode, Detail: problem.Detail, Errors: problem.Errors,
+		ExistingJID: problem.ExistingJID}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}

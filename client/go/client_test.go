@@ -39,6 +39,33 @@ func TestPushFetchExtendAck(t *testing.T) {
 	}
 }
 
+func TestUniqueAndExpiringPush(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go")
+	first, err := c.Push(ctx, JobSpec{JobType: "report", Args: []any{600}, Queue: queue, Unique: &Unique{For: 60}})
+	if err != nil || first.Unique == nil || first.Unique.Until != "success" {
+		t.Fatalf("first: %v %+v", err, first)
+	}
+	_, err = c.Push(ctx, JobSpec{JobType: "report", Args: []any{600.0}, Queue: queue, Unique: &Unique{}})
+	e, ok := AsError(err)
+	if !errors.Is(err, ErrNotUnique) || !ok || e.Status != 409 || e.ExistingJID != first.JID {
+		t.Fatalf("second: %v", err)
+	}
+	same, err := c.Push(ctx, JobSpec{JobType: "report", Args: []any{600}, Queue: queue, Unique: &Unique{OnConflict: "existing"}})
+	if err != nil || same.JID != first.JID || !same.Duplicate {
+		t.Fatalf("existing: %v %+v", err, same)
+	}
+	many, err := c.PushMany(ctx, []JobSpec{{JobType: "a", Queue: queue}, {JobType: "report", Args: []any{600}, Queue: queue, Unique: &Unique{OnConflict: "existing"}}})
+	if err != nil || len(many.Conflicts) != 1 || many.Conflicts[0].Index != 1 || many.Conflicts[0].ExistingJID != first.JID {
+		t.Fatalf("batch: %v %+v", err, many)
+	}
+	expiring, err := c.Push(ctx, JobSpec{JobType: "soon", Queue: queue, ExpiresIn: 60})
+	if err != nil || expiring.ExpiresAt == nil {
+		t.Fatalf("expiring: %v %+v", err, expiring)
+	}
+}
+
 func TestTypedErrors(t *testing.T) {
 	c := testClient(t)
 	ctx := context.Background()

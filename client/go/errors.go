@@ -23,6 +23,8 @@ type Error struct {
 	Errors     []FieldError
 	RetryAfter time.Duration
 	Err        error
+	// ExistingJID names the job holding the unique key (code not_unique).
+	ExistingJID string
 }
 
 func (e *Error) Error() string {
@@ -69,6 +71,7 @@ func (e *Error) transient() bool {
 // Sentinels for errors.Is.
 var (
 	ErrLeaseLost    = &Error{Code: "lease_lost"}
+	ErrNotUnique    = &Error{Code: "not_unique"}
 	ErrJobNotFound  = &Error{Code: "job_not_found"}
 	ErrValidation   = &Error{Code: "invalid_request"}
 	ErrUnauthorized = &Error{Code: "unauthorized"}

@@ -29,6 +29,10 @@ type Job struct {
 	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
 	WID            *string         `json:"wid"`
 	Created        *bool           `json:"created,omitempty"`
+	ExpiresAt      *time.Time      `json:"expires_at"`
+	Unique         *Unique         `json:"unique"`
+	// Duplicate: another job held the unique key; this is that job.
+	Duplicate bool `json:"duplicate,omitempty"`
 	// KeepResultFor: seconds the job stays readable as completed after its ack (0: deleted).
 	KeepResultFor int             `json:"keep_result_for"`
 	Result        json.RawMessage `json:"result"`
@@ -51,6 +55,29 @@ type JobResult struct {
 	Result      json.RawMessage `json:"result"`
 	CompletedAt *time.Time      `json:"completed_at"`
 	Failure     *Failure        `json:"failure"`
+}
+
+// Unique is a push's unique lock: no other job with the same key is stored while one holds it.
+// Key names the lock (empty: a hash of jobtype, queue and args, or of the By paths such as
+// "args.0" or "custom.tenant"); For bounds it in seconds (from At for a scheduled job); Until is
+// "success" (held until acked, dead or expired) or "start" (until a worker takes the job);
+// OnConflict is "reject" (ErrNotUnique, naming the holder in ExistingJID), "existing" (the
+// holder is answered, Duplicate true) or "replace" (a waiting holder takes this push's args
+// and at).
+type Unique struct {
+	For        float64  `json:"for,omitempty"`
+	Until      string   `json:"until,omitempty"`
+	Key        string   `json:"key,omitempty"`
+	By         []string `json:"by,omitempty"`
+	OnConflict string   `json:"on_conflict,omitempty"`
+}
+
+// UniqueConflict is a batch item whose unique key another job held: its place in the batch,
+// the holder (the item's jid in the answer) and what was done.
+type UniqueConflict struct {
+	Index       int    `json:"index"`
+	ExistingJID string `json:"existing_jid"`
+	OnConflict  string `json:"on_conflict"`
 }
 
 // LeaseToken is the job's current lease ("" when it is not active).
@@ -86,7 +113,12 @@ type JobSpec struct {
 	Backtrace  int            `json:"backtrace,omitempty"`
 	Custom     map[string]any `json:"custom,omitempty"`
 	// At: run no earlier than this RFC 3339 time with a zone (see werk.At).
-	At string `json:"at,omitempty"`
+	At     string  `json:"at,omitempty"`
+	Unique *Unique `json:"unique,omitempty"`
+	// ExpiresAt (RFC 3339, see werk.At) or ExpiresIn (seconds from At or now): a job not
+	// started by then is never run; it becomes "expired".
+	ExpiresAt string  `json:"expires_at,omitempty"`
+	ExpiresIn float64 `json:"expires_in,omitempty"`
 	// KeepResultFor: seconds the job stays readable as completed after its ack, with its result.
 	KeepResultFor int `json:"keep_result_for,omitempty"`
 }
@@ -98,17 +130,20 @@ func Int(v int) *int { return &v }
 func At(t time.Time) string { return t.Format(time.RFC3339Nano) }
 
 // PushManyResult lists the stored jobs (in input order) and how many were new.
+// Items whose unique key another job held are answered by that job and listed in Conflicts.
 type PushManyResult struct {
-	Jobs    []Job `json:"jobs"`
-	Created int   `json:"created"`
+	Jobs      []Job            `json:"jobs"`
+	Created   int              `json:"created"`
+	Conflicts []UniqueConflict `json:"conflicts,omitempty"`
 }
 
 // PushJIDsResult is the short answer to a batch push: every jid (in input order), how many were
 // new, and the jids that were stored already.
 type PushJIDsResult struct {
-	JIDs    []string `json:"jids"`
-	Created int      `json:"created"`
-	Existed []string `json:"existed"`
+	JIDs      []string         `json:"jids"`
+	Created   int              `json:"created"`
+	Existed   []string         `json:"existed"`
+	Conflicts []UniqueConflict `json:"conflicts,omitempty"`
 }
 
 // FetchRequest asks for up to Count jobs (1..100; 0 means 1) from Queues, tried in order,

@@ -15,11 +15,32 @@ class WerkError(Exception):
         self.detail = detail or self.title
         self.errors = errors
 
+    @property
+    def members(self) -> dict[str, Any]:
+        """Members of the problem besides the standard ones (RFC 9457 extension members)."""
+        return {}
+
 
 class InvalidRequest(WerkError):
     code = "invalid_request"
     status = 422
     title = "The request is invalid"
+
+
+class NotUnique(WerkError):
+    """Another job holds the pushed job's unique key (on_conflict reject)."""
+
+    code = "not_unique"
+    status = 409
+    title = "Another job holds this job's unique key"
+
+    def __init__(self, existing_jid: str) -> None:
+        super().__init__(f"job {existing_jid} holds this unique key")
+        self.existing_jid = existing_jid
+
+    @property
+    def members(self) -> dict[str, Any]:
+        return {"existing_jid": self.existing_jid}
 
 
 class JobNotFound(WerkError):

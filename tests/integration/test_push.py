@@ -369,7 +369,8 @@ def test_the_defaults_the_schema_states_are_the_ones_applied():
     properties = TypeAdapter(JobPush).json_schema()["properties"]
     stated = {name: p["default"] for name, p in properties.items() if "default" in p}
     assert set(stated) == {
-        "jid", "queue", "priority", "reserve_for", "at", "retry", "backtrace", "keep_result_for"
+        "jid", "queue", "priority", "reserve_for", "at", "retry", "backtrace", "keep_result_for",
+        "expires_at", "expires_in",
     }  # fmt: skip
     spec = JobSpec(jobtype="x")
     assert {name: getattr(spec, name) for name in stated} == stated
@@ -384,8 +385,14 @@ async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
                 for answer in ("rows", "decided", "jids"):
                     await conn.prepare(
                         sql("job_push", jobs=f"job_push.{jobs}", conflict=f"job_push.{conflict}",
-                            answer=f"job_push.{answer}")
+                            answer=f"job_push.{answer}", release="job_push.hold",
+                            fresh="job_push.all")
                     )  # fmt: skip
+        # Unique keys: one variant.
+        await conn.prepare(
+            sql("job_push", jobs="job_push.keyed", release="job_push.release",
+                conflict="job_push.holder", fresh="job_push.created", answer="job_push.met")
+        )  # fmt: skip
     finally:
         await conn.close()
 

@@ -98,16 +98,26 @@ export class Client {
 
   // -- producer side -------------------------------------------------------------------------
 
-  /** Enqueue one job; resolves with it as stored. Pushing an existing jid again stores nothing. */
+  /**
+   * Enqueue one job; resolves with it as stored. Pushing an existing jid again stores nothing.
+   * With `unique`, a job whose key another job holds is not stored: rejects with `NotUnique`
+   * naming the holder (`on_conflict: "reject"`), or resolves with the holder, `duplicate: true`.
+   * A job not started by `expires_at` (or `expires_in` seconds after `at` or now) never runs.
+   */
   async push(job: JobPush): Promise<PushedJob> {
     return (await this.send({ method: "POST", path: "/v1/jobs", body: withJid(job) })) as PushedJob;
   }
 
-  /** Enqueue many jobs, 1,000 per request; each request is all-or-nothing. */
+  /**
+   * Enqueue many jobs, 1,000 per request; each request is all-or-nothing (two jobs with one
+   * unique key in a request are refused). A job whose unique key another job holds is answered
+   * by the holder and listed in `conflicts`.
+   */
   async pushMany(jobs: JobPush[]): Promise<PushManyResult> {
-    const merged: PushManyResult = { jids: [], created: 0, existed: [], jobs: [] };
+    const merged: PushManyResult = { jids: [], created: 0, existed: [], jobs: [], conflicts: [] };
     for (const chunk of jobBatches(jobs)) {
       const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk } })) as PushManyResult;
+      for (const c of result.conflicts ?? []) merged.conflicts.push({ ...c, index: c.index + merged.jids.length });
       merged.jids.push(...result.jids);
       merged.existed.push(...result.existed);
       merged.jobs.push(...result.jobs);
@@ -123,6 +133,9 @@ export class Client {
     for (const chunk of jobBatches(jobs)) {
       const body = { jobs: chunk };
       const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body, headers })) as PushJidsResult;
+      for (const c of result.conflicts ?? []) {
+        (merged.conflicts ??= []).push({ ...c, index: c.index + merged.jids.length });
+      }
       merged.jids.push(...result.jids);
       merged.existed.push(...result.existed);
       merged.created += result.created;

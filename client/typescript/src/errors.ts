@@ -35,6 +35,10 @@ export class ValidationError extends WerkError {}
 export class JobNotFound extends WerkError {}
 /** The lease is not the job's current one (`lease_lost`, 409): stop treating the job as yours. */
 export class LeaseLost extends WerkError {}
+/** Another job holds the pushed job's unique key (`not_unique`, 409); `existingJid` names it. */
+export class NotUnique extends WerkError {
+  existingJid = "";
+}
 /** No or a wrong bearer token (401). */
 export class Unauthorized extends WerkError {}
 /** The token lacks the scope for this call (403). */
@@ -51,6 +55,7 @@ const BY_CODE: Record<string, typeof WerkError> = {
   invalid_json: ValidationError,
   job_not_found: JobNotFound,
   lease_lost: LeaseLost,
+  not_unique: NotUnique,
   unauthorized: Unauthorized,
   forbidden: Forbidden,
   payload_too_large: PayloadTooLarge,
@@ -67,5 +72,9 @@ export function errorFromResponse(status: number, body: unknown, retryAfter?: nu
   if (cls === undefined) {
     cls = status === 502 || status === 503 || status === 504 ? Unavailable : status >= 500 ? ServerError : WerkError;
   }
-  return new cls(detail, { code, status, errors, retryAfter });
+  const error = new cls(detail, { code, status, errors, retryAfter });
+  if (error instanceof NotUnique && typeof problem.existing_jid === "string") {
+    error.existingJid = problem.existing_jid;
+  }
+  return error;
 }

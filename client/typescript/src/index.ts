@@ -4,6 +4,7 @@ export {
   Forbidden,
   JobNotFound,
   LeaseLost,
+  NotUnique,
   PayloadTooLarge,
   ServerError,
   Unauthorized,

@@ -183,7 +183,9 @@ export interface paths {
         /**
          * Push
          * @description Push one job; answered with the job as stored. Pushing a jid that exists stores nothing
-         *     new and is answered like the first push (201), with `created: false`.
+         *     new and is answered like the first push (201), with `created: false`. A unique job whose
+         *     key another job holds is answered as its `on_conflict` says: 409 `not_unique` naming the
+         *     holder (`reject`), or 200 with the holder and `duplicate: true` (`existing`, `replace`).
          */
         post: operations["jobs-push"];
         delete?: never;
@@ -754,7 +756,7 @@ export interface components {
              * State
              * @description `retrying` = scheduled jobs that failed before.
              */
-            state?: ("scheduled" | "retrying" | "available" | "active" | "completed" | "dead" | "cancelled") | null;
+            state?: ("scheduled" | "retrying" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired") | null;
         };
         /** BulkResult */
         BulkResult: {
@@ -908,6 +910,11 @@ export interface components {
             };
             /** Enqueued At */
             enqueued_at: string | null;
+            /**
+             * Expires At
+             * @description Never run after this; a job not started by then becomes `expired`.
+             */
+            expires_at: string | null;
             failure: components["schemas"]["Failure"] | null;
             /** Jid */
             jid: string;
@@ -944,6 +951,8 @@ export interface components {
             /** Retry */
             retry: number;
             state: components["schemas"]["JobState"];
+            /** @description The unique lock the job was pushed with (null: none). */
+            unique: components["schemas"]["UniqueShown"] | null;
             /** Wid */
             wid: string | null;
         };
@@ -1005,6 +1014,11 @@ export interface components {
             };
             /** Enqueued At */
             enqueued_at: string | null;
+            /**
+             * Expires At
+             * @description Never run after this; a job not started by then becomes `expired`.
+             */
+            expires_at: string | null;
             failure: components["schemas"]["Failure"] | null;
             /** Jid */
             jid: string;
@@ -1036,6 +1050,8 @@ export interface components {
             /** Retry */
             retry: number;
             state: components["schemas"]["JobState"];
+            /** @description The unique lock the job was pushed with (null: none). */
+            unique: components["schemas"]["UniqueShown"] | null;
             /** Wid */
             wid: string | null;
         };
@@ -1054,6 +1070,11 @@ export interface components {
          */
         JobBatchPushed: {
             /**
+             * Conflicts
+             * @description Items whose unique key another job held (absent: none); their `jids` and `jobs` entries are the holder.
+             */
+            conflicts?: components["schemas"]["UniqueConflict"][];
+            /**
              * Created
              * @description How many jobs this push stored.
              */
@@ -1065,7 +1086,7 @@ export interface components {
             existed: string[];
             /**
              * Jids
-             * @description Every job's jid, in the order pushed (generated ones too).
+             * @description Every job's jid, in the order pushed (generated ones too); for an item whose unique key another job held, that job's.
              */
             jids: string[];
             /**
@@ -1112,6 +1133,16 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * Expires At
+             * @description Never run the job if it has not started by then (RFC 3339); it becomes `expired`. Not with `expires_in`; it must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z (in UTC).
+             */
+            expires_at?: string | null;
+            /**
+             * Expires In
+             * @description As `expires_at`, in seconds from `at` (or the push).
+             */
+            expires_in?: number | null;
+            /**
              * Jid
              * @description Unique id; generated when absent. Re-pushing an existing jid stores nothing new and returns the stored job.
              */
@@ -1147,6 +1178,8 @@ export interface components {
              * @default 25
              */
             retry?: number | null;
+            /** @description Store the job only if no other holds its key. */
+            unique?: components["schemas"]["UniqueBody"] | null;
         };
         /**
          * JobResult
@@ -1175,7 +1208,36 @@ export interface components {
          * JobState
          * @enum {string}
          */
-        JobState: "scheduled" | "available" | "active" | "completed" | "dead" | "cancelled";
+        JobState: "scheduled" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired";
+        /**
+         * NotUniqueProblem
+         * @description `not_unique`: another job holds the pushed job's unique key.
+         */
+        NotUniqueProblem: {
+            /** Code */
+            code: string;
+            /** Detail */
+            detail: string;
+            /** Errors */
+            errors?: components["schemas"]["ProblemFieldError"][] | null;
+            /**
+             * Existing Jid
+             * @description The job holding the key.
+             */
+            existing_jid: string;
+            /** Status */
+            status: number;
+            /** Title */
+            title: string;
+            /** Type */
+            type: string;
+        };
+        /**
+         * OnConflict
+         * @description What a push does when another job holds its unique key.
+         * @enum {string}
+         */
+        OnConflict: "reject" | "existing" | "replace";
         /**
          * Problem
          * @description RFC 9457 problem details, with Werk's stable machine ``code``.
@@ -1224,7 +1286,7 @@ export interface components {
             completed_at: string | null;
             /**
              * Created
-             * @description false: the jid existed already; nothing new was stored and this is the stored job.
+             * @description false: the jid existed already, or another job held the unique key; nothing new was stored and this is the stored job.
              */
             created: boolean;
             /**
@@ -1236,8 +1298,19 @@ export interface components {
             custom: {
                 [key: string]: unknown;
             };
+            /**
+             * Duplicate
+             * @description true (status 200): another job held the unique key; this is that job, after taking this push's `args` and `at` with `on_conflict: replace`.
+             * @default false
+             */
+            duplicate?: boolean;
             /** Enqueued At */
             enqueued_at: string | null;
+            /**
+             * Expires At
+             * @description Never run after this; a job not started by then becomes `expired`.
+             */
+            expires_at: string | null;
             failure: components["schemas"]["Failure"] | null;
             /** Jid */
             jid: string;
@@ -1269,6 +1342,8 @@ export interface components {
             /** Retry */
             retry: number;
             state: components["schemas"]["JobState"];
+            /** @description The unique lock the job was pushed with (null: none). */
+            unique: components["schemas"]["UniqueShown"] | null;
             /** Wid */
             wid: string | null;
         };
@@ -1340,6 +1415,82 @@ export interface components {
             /** Processed */
             processed: number;
         };
+        /**
+         * UniqueBody
+         * @description A push's unique lock. ``for`` is a Python keyword: the field is ``for_``, sent as
+         *     ``for``.
+         */
+        UniqueBody: {
+            /**
+             * By
+             * @description Hash only these paths (`args.0`, `custom.tenant.id`) besides jobtype and queue; not with `key`.
+             */
+            by?: string[] | null;
+            /**
+             * For
+             * @description Seconds the lock holds at most, from the job's `at` (or the push); absent: as long as the job holds it.
+             */
+            for?: number | null;
+            /**
+             * Key
+             * @description The lock's name; absent: a hash of jobtype, queue and args (or the `by` paths), in canonical JSON.
+             */
+            key?: string | null;
+            /**
+             * @description When another job holds the key: `reject` (409 `not_unique` naming it), `existing` (answer with it, `duplicate: true`), `replace` (a waiting holder takes this push's `args` and `at`; an active one keeps running and this job is stored).
+             * @default reject
+             */
+            on_conflict?: components["schemas"]["OnConflict"] | null;
+            /**
+             * @description `success`: the lock holds until the job is acked (or dead, expired, cancelled); `start`: until a worker takes it.
+             * @default success
+             */
+            until?: components["schemas"]["UniqueUntil"] | null;
+        };
+        /**
+         * UniqueConflict
+         * @description A batch item whose unique key another job held.
+         */
+        UniqueConflict: {
+            /**
+             * Existing Jid
+             * @description The job holding the key: the item's `jids` entry.
+             */
+            existing_jid: string;
+            /**
+             * Index
+             * @description The item's place in the batch, from 0.
+             */
+            index: number;
+            /** @description What was done: `reject` (nothing stored for the item), `existing`, or `replace` (the holder took the item's `args` and `at`). */
+            on_conflict: components["schemas"]["OnConflict"];
+        };
+        /**
+         * UniqueShown
+         * @description A job's unique lock as it was asked for, its key resolved.
+         */
+        UniqueShown: {
+            /**
+             * By
+             * @description Absent: the key hashes all args.
+             */
+            by?: string[] | null;
+            /**
+             * For
+             * @description Absent: no time bound.
+             */
+            for?: number | null;
+            /** Key */
+            key: string;
+            on_conflict: components["schemas"]["OnConflict"];
+            until: components["schemas"]["UniqueUntil"];
+        };
+        /**
+         * UniqueUntil
+         * @description How long a unique job holds its lock (besides its time bound).
+         * @enum {string}
+         */
+        UniqueUntil: "success" | "start";
         /** Worker */
         Worker: {
             /**
@@ -2092,7 +2243,7 @@ export interface operations {
     "admin-jobs-list": {
         parameters: {
             query?: {
-                state?: ("scheduled" | "retrying" | "available" | "active" | "completed" | "dead" | "cancelled") | null;
+                state?: ("scheduled" | "retrying" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired") | null;
                 queue?: string | null;
                 jobtype?: string | null;
                 /** @description Text in errtype or message. */
@@ -2204,6 +2355,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Another job holds the unique key and `on_conflict` is `existing` or `replace`: that job (after the replacement), with `duplicate: true`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushedJob"];
+                };
+            };
             /** @description Successful Response */
             201: {
                 headers: {
@@ -2238,6 +2398,15 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_unique */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["NotUniqueProblem"];
                 };
             };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */

@@ -13,6 +13,10 @@ export type PushedJob = Schemas["PushedJob"];
 export type JobPush = Schemas["JobPush"];
 export type JobState = Schemas["JobState"];
 export type Failure = Schemas["Failure"];
+/** A push's unique lock (`for`, `until`, `key`, `by`, `on_conflict`). */
+export type Unique = Schemas["UniqueBody"];
+/** A batch item whose unique key another job held. */
+export type UniqueConflict = Schemas["UniqueConflict"];
 /** The answer to a batch push: the jids, how many were new, which existed, and the stored jobs. */
 export type PushManyResult = Required<Schemas["JobBatchPushed"]>;
 /** The short answer to a batch push: every jid in input order, how many were new, which existed. */

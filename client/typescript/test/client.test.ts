@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Client, JobNotFound, LeaseLost, Unavailable, ValidationError, WerkError } from "../src/index.js";
+import { Client, JobNotFound, LeaseLost, NotUnique, Unavailable, ValidationError, WerkError } from "../src/index.js";
 import { URL_, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
@@ -34,6 +34,22 @@ describe("Client", () => {
     assert.ok(invalid instanceof ValidationError);
     assert.deepEqual(invalid.errors.map((e) => e.loc), ["queue"]);
     assert.equal((await client.fail(job.jid, leased!.lease!, { errtype: "E", retry: false })).state, "dead");
+  });
+
+  it("pushes unique and expiring jobs", async () => {
+    const queue = uniqueQueue();
+    const first = await client.push({ jobtype: "report", args: [600], queue, unique: { for: 60 } });
+    assert.equal(first.unique?.key.startsWith("sha256:"), true);
+    const refused = await client.push({ jobtype: "report", args: [600], queue, unique: {} }).catch((e: unknown) => e);
+    assert.ok(refused instanceof NotUnique);
+    assert.equal(refused.existingJid, first.jid);
+    const same = await client.push({ jobtype: "report", args: [600], queue, unique: { on_conflict: "existing" } });
+    assert.equal(same.jid, first.jid);
+    assert.equal(same.duplicate, true);
+    const many = await client.pushMany([{ jobtype: "a", queue }, { jobtype: "report", args: [600], queue, unique: { on_conflict: "existing" } }]);
+    assert.deepEqual(many.conflicts, [{ index: 1, existing_jid: first.jid, on_conflict: "existing" }]);
+    const expiring = await client.push({ jobtype: "soon", queue, expires_in: 60 });
+    assert.ok(expiring.expires_at);
   });
 
   it("pushes more than one request's worth of jobs, and acks many", async () => {

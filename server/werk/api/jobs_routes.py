@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
 from starlette.requests import Request
@@ -13,7 +14,7 @@ from werk.api.disconnect import disconnection
 from werk.api.responses import JSON
 from werk.api.traffic import TrafficRoute
 from werk.domain.bodies import JobPushBody
-from werk.domain.job import JobSpec
+from werk.domain.job import JobSpec, PushResult
 from werk.errors import InvalidRequest
 from werk.http.deps import ServicesDep, SettingsDep
 from werk.services.views import job_view, pushed_view, result_view
@@ -38,13 +39,31 @@ def wants_minimal(prefer: str) -> bool:
     return False
 
 
-@router.post("/jobs", operation_id="jobs-push", status_code=201, response_model=schemas.PushedJob)
+@router.post(
+    "/jobs",
+    operation_id="jobs-push",
+    status_code=201,
+    response_model=schemas.PushedJob,
+    responses={
+        200: {
+            "model": schemas.PushedJob,
+            "description": "Another job holds the unique key and `on_conflict` is `existing` or "
+            "`replace`: that job (after the replacement), with `duplicate: true`.",
+        },
+        409: {"model": schemas.NotUniqueProblem, "description": "not_unique"},
+    },
+)
 async def push(body: JobPushBody, services: ServicesDep) -> Response:
     """Push one job; answered with the job as stored. Pushing a jid that exists stores nothing
-    new and is answered like the first push (201), with `created: false`."""
+    new and is answered like the first push (201), with `created: false`. A unique job whose
+    key another job holds is answered as its `on_conflict` says: 409 `not_unique` naming the
+    holder (`reject`), or 200 with the holder and `duplicate: true` (`existing`, `replace`)."""
     result = await services.push.push_one(JobSpec(**body))
     view = pushed_view(result)
     view["created"] = result.created
+    if result.conflict is not None:
+        view["duplicate"] = True
+        return JSON(view, status_code=200)
     return JSON(view, status_code=201)
 
 
@@ -70,23 +89,39 @@ async def push_batch(
         )
     specs = body.specs()
     if prefer is not None and wants_minimal(prefer):
-        jids, existed = await services.push.push_jids(specs)
-        return JSON(
-            {"jids": jids, "created": len(jids) - len(existed), "existed": existed},
-            status_code=201,
-            headers={"Preference-Applied": "return=minimal"},
-        )
+        jids, existed, unique = await services.push.push_jids(specs)
+        answer = {
+            "jids": jids,
+            "created": sum(r.created for r in unique) if unique else len(jids) - len(existed),
+            "existed": existed,
+        }
+        _add_conflicts(answer, unique)
+        return JSON(answer, status_code=201, headers={"Preference-Applied": "return=minimal"})
     results = await services.push.push(specs)
     jobs = [pushed_view(r) for r in results]
-    return JSON(
-        {
-            "jids": [j["jid"] for j in jobs],
-            "created": sum(r.created for r in results),
-            "existed": [j["jid"] for j, r in zip(jobs, results, strict=True) if not r.created],
-            "jobs": jobs,
-        },
-        status_code=201,
-    )
+    answer = {
+        "jids": [j["jid"] for j in jobs],
+        "created": sum(r.created for r in results),
+        "existed": [
+            j["jid"]
+            for j, r in zip(jobs, results, strict=True)
+            if not r.created and r.conflict is None
+        ],
+        "jobs": jobs,
+    }
+    _add_conflicts(answer, results)
+    return JSON(answer, status_code=201)
+
+
+def _add_conflicts(answer: dict[str, Any], results: Sequence[PushResult]) -> None:
+    """The items whose unique key another job held, if any."""
+    conflicts = [
+        {"index": i, "existing_jid": r.job["jid"], "on_conflict": r.conflict}
+        for i, r in enumerate(results)
+        if r.conflict is not None
+    ]
+    if conflicts:
+        answer["conflicts"] = conflicts
 
 
 @router.get(

@@ -29,7 +29,12 @@ _HTTP_CODES = {
 
 
 def problem_json(
-    status: int, code: str, title: str, detail: str, errors: list[dict[str, Any]] | None = None
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    errors: list[dict[str, Any]] | None = None,
+    members: Mapping[str, Any] | None = None,
 ) -> bytes:
     body: dict[str, Any] = {
         "type": f"https://werk.dev/problems/{code}",
@@ -40,6 +45,8 @@ def problem_json(
     }
     if errors is not None:
         body["errors"] = errors
+    if members:
+        body.update(members)
     return orjson.dumps(body)
 
 
@@ -51,9 +58,10 @@ def problem(
     *,
     errors: list[dict[str, Any]] | None = None,
     headers: Mapping[str, str] | None = None,
+    members: Mapping[str, Any] | None = None,
 ) -> Response:
     return Response(
-        problem_json(status, code, title, detail, errors),
+        problem_json(status, code, title, detail, errors, members),
         status_code=status,
         media_type="application/problem+json",
         headers=headers,
@@ -79,7 +87,15 @@ def invalid_json(errors: list[dict[str, Any]]) -> Response:
 
 def werk_problem(exc: WerkError) -> Response:
     headers = {"Retry-After": "1"} if isinstance(exc, DatabaseUnavailable) else None
-    return problem(exc.status, exc.code, exc.title, exc.detail, errors=exc.errors, headers=headers)
+    return problem(
+        exc.status,
+        exc.code,
+        exc.title,
+        exc.detail,
+        errors=exc.errors,
+        headers=headers,
+        members=exc.members,
+    )
 
 
 def _loc(parts: tuple[Any, ...]) -> str:
@@ -208,7 +224,7 @@ def document(app: FastAPI, offline: Collection[str]) -> None:
                     responses.setdefault(status, {"description": _COMMON[status]})
                 for status, response in responses.items():
                     if status[0] in "45":
-                        response["content"] = _PROBLEM
+                        response["content"] = _problem_content(response)
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         # FastAPI's own 422 models: never sent (every 422 is a Problem).
         for unused in ("HTTPValidationError", "ValidationError"):
@@ -216,6 +232,15 @@ def document(app: FastAPI, offline: Collection[str]) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _problem_content(response: dict[str, Any]) -> dict[str, Any]:
+    """problem+json with the schema the route names when it is a Problem with more members
+    (``NotUniqueProblem``), else with Problem."""
+    named = response.get("content", {}).get("application/json", {}).get("schema", {})
+    if named.get("$ref", "").endswith("Problem"):
+        return {"application/problem+json": {"schema": named}}
+    return _PROBLEM
 
 
 def _statuses(path: str, operation: dict[str, Any], offline: Collection[str]) -> list[str]:

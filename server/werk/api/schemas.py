@@ -87,6 +87,16 @@ class Failure(BaseModel):
     backtrace: list[str]
 
 
+class UniqueShown(BaseModel):
+    """A job's unique lock as it was asked for, its key resolved."""
+
+    key: str
+    until: rules.UniqueUntil
+    on_conflict: rules.OnConflict
+    for_: float | None = Field(None, alias="for", description="Absent: no time bound.")
+    by: list[str] | None = Field(None, description="Absent: the key hashes all args.")
+
+
 class Job(BaseModel):
     jid: str
     jobtype: str
@@ -112,6 +122,12 @@ class Job(BaseModel):
     )
     result: Any = Field(description="What the ack stored (null: nothing, or not completed).")
     completed_at: datetime | None = Field(description="When it was acked (completed jobs only).")
+    expires_at: datetime | None = Field(
+        description="Never run after this; a job not started by then becomes `expired`."
+    )
+    unique: UniqueShown | None = Field(
+        description="The unique lock the job was pushed with (null: none)."
+    )
 
 
 class JobResult(BaseModel):
@@ -139,8 +155,24 @@ class PushedJob(Job):
     """The answer to a push: the job as stored."""
 
     created: bool = Field(
-        description="false: the jid existed already; nothing new was stored and this is the "
-        "stored job."
+        description="false: the jid existed already, or another job held the unique key; "
+        "nothing new was stored and this is the stored job."
+    )
+    duplicate: bool = Field(
+        False,
+        description="true (status 200): another job held the unique key; this is that job, "
+        "after taking this push's `args` and `at` with `on_conflict: replace`.",
+    )
+
+
+class UniqueConflict(BaseModel):
+    """A batch item whose unique key another job held."""
+
+    index: int = Field(description="The item's place in the batch, from 0.")
+    existing_jid: str = Field(description="The job holding the key: the item's `jids` entry.")
+    on_conflict: rules.OnConflict = Field(
+        description="What was done: `reject` (nothing stored for the item), `existing`, or "
+        "`replace` (the holder took the item's `args` and `at`)."
     )
 
 
@@ -149,13 +181,19 @@ class JobBatchPushed(BaseModel):
     when the request says `Prefer: return=minimal`."""
 
     jids: list[str] = Field(
-        description="Every job's jid, in the order pushed (generated ones too)."
+        description="Every job's jid, in the order pushed (generated ones too); for an item "
+        "whose unique key another job held, that job's."
     )
     created: int = Field(description="How many jobs this push stored.")
     existed: list[str] = Field(
         description="The jids that were stored already (nothing new stored)."
     )
     jobs: list[Job] = Field(default_factory=list, description="Absent with `return=minimal`.")
+    conflicts: list[UniqueConflict] = Field(
+        default_factory=list,
+        description="Items whose unique key another job held (absent: none); their `jids` and "
+        "`jobs` entries are the holder.",
+    )
 
 
 # RFC 7240: a server ignores preferences it does not know, so any value is taken; the schema
@@ -327,6 +365,12 @@ class Problem(BaseModel):
     detail: str
     code: str
     errors: list[ProblemFieldError] | None = None
+
+
+class NotUniqueProblem(Problem):
+    """`not_unique`: another job holds the pushed job's unique key."""
+
+    existing_jid: str = Field(description="The job holding the key.")
 
 
 # Every error is a Problem; documented per route so generated clients parse it (FastAPI's own

@@ -124,13 +124,16 @@ class QueueCounters:
     processed: int
     failed: int
     leases_expired: int
+    expired: int  # jobs expired (not started by their expires_at)
 
 
 async def metrics_counters(db: Executor) -> tuple[list[QueueCounters], dict[str, int]]:
     """Lifetime counters per queue, and live workers per instructed state."""
     rows = await db.fetch(sql("metrics_counters"))
     queues = [
-        QueueCounters(r["name"], r["pushed"], r["processed"], r["failed"], r["leases_expired"])
+        QueueCounters(
+            r["name"], r["pushed"], r["processed"], r["failed"], r["leases_expired"], r["expired"]
+        )
         for r in rows
         if r["kind"] == "queue"
     ]

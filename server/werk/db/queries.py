@@ -6,6 +6,7 @@ import random
 import secrets
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any, Literal
 
 import asyncpg
@@ -45,9 +46,10 @@ async def push_jobs(
 ) -> list[Any]:
     """Insert the jobs whose jid is new; returns per inserted job its row (``answer`` "rows"),
     the columns the statement decided ("decided": jid, queue, state, at, created_at,
-    enqueued_at; for jobs handed to no fetch) or its jid, queue and state ("jids").
+    enqueued_at, expires_at; for jobs handed to no fetch) or its jid, queue and state ("jids").
     ``handoffs``: per job, the worker id of a fetch waiting for it, which gets it reserved at
-    once (when due, not paused); None: no job is handed off.
+    once (when due, not paused); None: no job is handed off. Jobs with a unique lock go to
+    ``push_unique_jobs``.
 
     The jids are first taken to be new, which spares PostgreSQL the duplicate check per job; when
     one exists, that statement fails having changed nothing, and the push is written again
@@ -60,36 +62,89 @@ async def push_jobs(
         shape = "job_push.one"
         args: tuple[Any, ...] = (
             now, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
-            j.backtrace, j.custom, j.at, _shard(), wid, j.keep_result_for,
+            j.backtrace, j.custom, j.at, _shard(), wid, j.expires_at, j.expires_in,
+            j.keep_result_for,
         )  # fmt: skip
     else:
         shape = "job_push.many"
-        columns = [
-            _column([j.jobtype for j in jobs]),
-            _column([j.queue for j in jobs]),
-            _column([j.args for j in jobs]),
-            _column([j.priority for j in jobs]),
-            _column([j.reserve_for for j in jobs]),
-            _column([j.retry for j in jobs]),
-            _column([j.backtrace for j in jobs]),
-            _column([j.custom for j in jobs]),
-            _column([j.at for j in jobs]),
-        ]
-        wids = _column(list(handoffs))
-        keep = _column([j.keep_result_for for j in jobs])
-        args = (
-            now, [j.jid for j in jobs], *(c[0] for c in columns), _shard(), wids[0],
-            *(c[1] for c in columns), wids[1], *keep,
-        )  # fmt: skip
+        args = (*_many(now, jobs, handoffs), *_rare(jobs))
     try:
-        return await db.fetch(
-            sql("job_push", jobs=shape, conflict="job_push.new", answer=answer_part), *args
-        )
+        return await db.fetch(_push_sql(shape, "job_push.new", answer_part), *args)
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name != "werk_jobs_pkey":
             raise
+    return await db.fetch(_push_sql(shape, "job_push.dedupe", answer_part), *args)
+
+
+@cache
+def _push_sql(jobs: str, conflict: str, answer: str) -> str:
+    """job_push.sql for jobs without unique keys; cached by position, which every push looks up
+    more cheaply than sql()'s keywords."""
+    return sql(
+        "job_push", jobs=jobs, conflict=conflict, answer=answer, release="job_push.hold",
+        fresh="job_push.all",
+    )  # fmt: skip
+
+
+def _many(
+    now: datetime | None, jobs: Sequence[NewJob], handoffs: Sequence[str | None]
+) -> tuple[Any, ...]:
+    """The parameters $1..$23 of job_push.sql's part many (and keyed)."""
+    columns = [
+        _column([j.jobtype for j in jobs]),
+        _column([j.queue for j in jobs]),
+        _column([j.args for j in jobs]),
+        _column([j.priority for j in jobs]),
+        _column([j.reserve_for for j in jobs]),
+        _column([j.retry for j in jobs]),
+        _column([j.backtrace for j in jobs]),
+        _column([j.custom for j in jobs]),
+        _column([j.at for j in jobs]),
+    ]
+    wids = _column(list(handoffs))
+    return (
+        now, [j.jid for j in jobs], *(c[0] for c in columns), _shard(), wids[0],
+        *(c[1] for c in columns), wids[1],
+    )  # fmt: skip
+
+
+def _rare(jobs: Sequence[NewJob]) -> tuple[list[Any], list[Any], list[Any]]:
+    """The columns most pushes leave empty, each an empty array when no job uses it (unnest
+    pads it with NULLs): expiry ($24, $25) and keep_result_for ($26)."""
+    expiring = any(j.expires_at is not None or j.expires_in is not None for j in jobs)
+    kept = any(j.keep_result_for is not None for j in jobs)
+    return (
+        [j.expires_at for j in jobs] if expiring else [],
+        [j.expires_in for j in jobs] if expiring else [],
+        [j.keep_result_for for j in jobs] if kept else [],
+    )
+
+
+async def push_unique_jobs(db: Executor, now: datetime | None, jobs: Sequence[NewJob]) -> list[Any]:
+    """Insert the jobs whose jid is new and whose unique key (if any) is free, in one statement;
+    a key another job holds answers with that holder, which a push with on_conflict replace may
+    have changed. Returns whole rows, each with ``created``: false for a holder. Keys whose time
+    bound passed, and keys an active job holds that a replace push takes over, are released by
+    the same statement. Unique keys must differ within ``jobs``. A jid pushed concurrently
+    by another transaction fails the statement (UniqueViolationError on werk_jobs_pkey)."""
+    locks = [j.unique for j in jobs]
+    args = (
+        *_many(now, jobs, [None] * len(jobs)),
+        *_rare(jobs),
+        [u.key if u else None for u in locks],
+        [u.seconds if u else None for u in locks],
+        [u.spec if u else None for u in locks],
+    )
     return await db.fetch(
-        sql("job_push", jobs=shape, conflict="job_push.dedupe", answer=answer_part), *args
+        sql(
+            "job_push",
+            jobs="job_push.keyed",
+            release="job_push.release",
+            conflict="job_push.holder",
+            fresh="job_push.created",
+            answer="job_push.met",
+        ),
+        *args,
     )
 
 
@@ -209,6 +264,12 @@ async def job_exists(db: Executor, jid: str) -> bool:
 
 async def promote_due(db: Executor, now: datetime | None, limit: int) -> list[str]:
     rows = await db.fetch(sql("job_promote"), now, limit)
+    return [r["queue"] for r in rows]
+
+
+async def expire_due(db: Executor, now: datetime | None, limit: int) -> list[str]:
+    """Expire waiting jobs whose expires_at has come; returns the queue of each."""
+    rows = await db.fetch(sql("job_expire"), now, limit, _shard())
     return [r["queue"] for r in rows]
 
 

@@ -98,14 +98,123 @@ def _declare_nulls(schema: dict[str, Any], *_: Any) -> None:
 STRICT = ConfigDict(strict=True, extra="forbid", json_schema_extra=_declare_nulls)
 
 
+def _strict_with_one_of(first: str, second: str) -> ConfigDict:
+    """STRICT for a body that may give at most one of two keys (null counts as not given):
+    the schema states it as "not both given and not null"."""
+
+    def extra(schema: dict[str, Any], *_: Any) -> None:
+        _declare_nulls(schema)
+        given = {"not": {"type": "null"}}
+        schema["not"] = {"required": [first, second], "properties": {first: given, second: given}}
+
+    return ConfigDict(strict=True, extra="forbid", json_schema_extra=extra)
+
+
 def _absent_means(default: Any, **constraints: Any) -> Any:
     """The Field of a key a job may leave out: the schema states the default that JobSpec then
     applies (tests/integration/test_push.py checks the two agree)."""
     return Field(json_schema_extra={"default": default}, **constraints)
 
 
-# A dict, not a model: validating a batch then builds no model object per job.
-@with_config(STRICT)
+_SECONDS = Field(gt=0, le=rules.SECONDS_MAX)
+# A time a client sends. Not strict (the Field that uses it says strict=False): the body
+# arrives as parsed JSON, where a time is an RFC 3339 string.
+Time = Annotated[Annotated[AwareDatetime, AfterValidator(check_time)], BeforeValidator(_time_text)]
+
+
+@with_config(_strict_with_one_of("key", "by"))
+class UniqueBody(TypedDict):
+    """A push's unique lock. ``for`` is a Python keyword: the field is ``for_``, sent as
+    ``for``."""
+
+    for_: NotRequired[
+        Annotated[
+            float,
+            _SECONDS,
+            Field(
+                alias="for",
+                description="Seconds the lock holds at most, from the job's `at` (or the "
+                "push); absent: as long as the job holds it.",
+            ),
+        ]
+    ]
+    until: NotRequired[
+        Annotated[
+            rules.UniqueUntil,
+            _absent_means(
+                "success",
+                strict=False,
+                description="`success`: the lock holds until the job is acked (or dead, "
+                "expired, cancelled); `start`: until a worker takes it.",
+            ),
+        ]
+    ]
+    key: NotRequired[
+        Annotated[
+            Text,
+            Field(
+                min_length=1,
+                max_length=rules.UNIQUE_KEY_MAX_LENGTH,
+                description="The lock's name; absent: a hash of jobtype, queue and args (or "
+                "the `by` paths), in canonical JSON.",
+            ),
+        ]
+    ]
+    by: NotRequired[
+        Annotated[
+            list[
+                Annotated[
+                    str,
+                    StringConstraints(
+                        max_length=rules.UNIQUE_PATH_MAX_LENGTH, pattern=rules.UNIQUE_PATH_PATTERN
+                    ),
+                ]
+            ],
+            Field(
+                min_length=1,
+                max_length=rules.UNIQUE_BY_MAX_PATHS,
+                description="Hash only these paths (`args.0`, `custom.tenant.id`) besides "
+                "jobtype and queue; not with `key`.",
+            ),
+        ]
+    ]
+    on_conflict: NotRequired[
+        Annotated[
+            rules.OnConflict,
+            _absent_means(
+                "reject",
+                strict=False,
+                description="When another job holds the key: `reject` (409 `not_unique` naming "
+                "it), `existing` (answer with it, `duplicate: true`), `replace` (a waiting "
+                "holder takes this push's `args` and `at`; an active one keeps running and "
+                "this job is stored).",
+            ),
+        ]
+    ]
+
+
+def _one_of(first: str, second: str) -> AfterValidator:
+    """The rule that a body gives at most one of two keys."""
+
+    def check(value: Any) -> Any:
+        if first in value and second in value:
+            raise ValueError(f"give either {first} or {second}, not both")
+        return value
+
+    return AfterValidator(check)
+
+
+Unique = Annotated[
+    UniqueBody,
+    BeforeValidator(lambda data: without_nulls(data, ("for", "until", "key", "by", "on_conflict"))),
+    _one_of("key", "by"),
+]
+
+
+# A dict, not a model: validating a batch then builds no model object per job. (That it gives
+# at most one of expires_at and expires_in the schema states, and the push service checks, where
+# it reads the job anyway: a validator here would cost every push.)
+@with_config(_strict_with_one_of("expires_at", "expires_in"))
 class JobPush(TypedDict):
     """A job to push. Only ``jobtype`` is required."""
 
@@ -146,17 +255,15 @@ class JobPush(TypedDict):
             INTEGRAL,
         ]
     ]
-    # Not strict: the body arrives as parsed JSON, where a time is an RFC 3339 string.
     at: NotRequired[
         Annotated[
-            Annotated[AwareDatetime, AfterValidator(check_time)],
+            Time,
             _absent_means(
                 None,
                 strict=False,
                 description="Run no earlier than this (RFC 3339 with a time zone); it "
                 f"{OUT_OF_RANGE}.",
             ),
-            BeforeValidator(_time_text),
         ]
     ]
     retry: NotRequired[
@@ -190,11 +297,38 @@ class JobPush(TypedDict):
             INTEGRAL,
         ]
     ]
+    unique: NotRequired[
+        Annotated[Unique, Field(description="Store the job only if no other holds its key.")]
+    ]
+    expires_at: NotRequired[
+        Annotated[
+            Time,
+            _absent_means(
+                None,
+                strict=False,
+                description="Never run the job if it has not started by then (RFC 3339); it "
+                f"becomes `expired`. Not with `expires_in`; it {OUT_OF_RANGE}.",
+            ),
+        ]
+    ]
+    expires_in: NotRequired[
+        Annotated[
+            float,
+            _absent_means(
+                None,
+                gt=0,
+                le=rules.SECONDS_MAX,
+                description="As `expires_at`, in seconds from `at` (or the push).",
+            ),
+        ]
+    ]
 
 
 JOB_KEYS = frozenset(JobPush.__annotations__)
 # (``__optional_keys__`` misses NotRequired in the postponed annotations of this module.)
 _JOB_OPTIONAL = JOB_KEYS - set(TypeAdapter(JobPush).json_schema()["required"])
+
+
 # The pushed job as adapters take it: JobPush with its null optional keys dropped (a
 # TypedDict has no validators of its own).
 JobPushBody = Annotated[JobPush, BeforeValidator(lambda data: without_nulls(data, _JOB_OPTIONAL))]

@@ -31,6 +31,28 @@ BACKTRACE_MAX_LINES = 1000
 FETCH_MAX_COUNT = 100
 LEASE_MAX_LENGTH = 100  # what a client may send; the server's leases are UUIDs
 KEEP_RESULT_FOR_MAX = 365 * 86_400
+# A unique lock's time bound and an expiry's delay: up to ten years, in seconds.
+SECONDS_MAX = 10 * 366 * 86_400
+UNIQUE_KEY_MAX_LENGTH = 200
+UNIQUE_BY_MAX_PATHS = 20
+UNIQUE_PATH_MAX_LENGTH = 200
+# A path into the job for a unique key: "args" or "custom", then dot-separated keys or indexes.
+UNIQUE_PATH_PATTERN = r"^(args|custom)(\.[^.\x00]+)*$"
+
+
+class UniqueUntil(StrEnum):
+    """How long a unique job holds its lock (besides its time bound)."""
+
+    SUCCESS = "success"  # until it is acked (or dead, expired, cancelled)
+    START = "start"  # until a worker takes it
+
+
+class OnConflict(StrEnum):
+    """What a push does when another job holds its unique key."""
+
+    REJECT = "reject"  # refuse it, naming the holder
+    EXISTING = "existing"  # answer with the holder, as if it had been pushed
+    REPLACE = "replace"  # a waiting holder takes this push's args and at
 
 
 class JobState(StrEnum):
@@ -40,6 +62,7 @@ class JobState(StrEnum):
     COMPLETED = "completed"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    EXPIRED = "expired"  # not started by its expires_at: never run
 
 
 # The states a job leaves by running; every other state is final (a waiter for its result has
@@ -92,6 +115,21 @@ class JobSpec:
     custom: dict[str, Any] = field(default_factory=dict)
     at: datetime | None = None
     keep_result_for: int = 0
+    expires_at: datetime | None = None
+    expires_in: float | None = None
+    unique: Mapping[str, Any] | None = None  # bodies.UniqueBody, as validated
+
+
+@dataclass(slots=True)
+class UniqueLock:
+    """A job's unique lock as it is written: its key, its time bound in seconds (from ``at``
+    or now) and what the producer asked (JSON text of an object, shown with the job)."""
+
+    key: str
+    seconds: float | None
+    until: UniqueUntil
+    on_conflict: OnConflict
+    spec: str
 
 
 @dataclass(slots=True)
@@ -109,6 +147,9 @@ class NewJob:
     custom: str  # JSON text of an object
     at: datetime | None
     keep_result_for: int | None = None  # None: deleted at ack (0 is stored as None)
+    expires_at: datetime | None = None
+    expires_in: float | None = None  # seconds from ``at`` (or now): expires_at then
+    unique: UniqueLock | None = None
 
 
 @dataclass(slots=True)
@@ -120,6 +161,8 @@ class PushResult:
     job: Mapping[str, Any]
     created: bool
     sent: NewJob | None = None
+    # Another job held this push's unique key: what was done (reject, existing or replace).
+    conflict: OnConflict | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from werk import __version__
 from werk.config import Settings
-from werk.domain.job import JobSpec
+from werk.domain.job import JobSpec, OnConflict
 from werk.domain.json_values import check_json, check_text
 from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
 from werk.faktory import protocol
@@ -175,7 +175,9 @@ class Commands:
 
     async def _push(self, session: Session, payload: str) -> bytes:
         spec = job_spec(protocol.load_json(payload, "PUSH"))
-        await self._services.push.push([spec])
+        (result,) = await self._services.push.push([spec])
+        if result.conflict is OnConflict.REJECT:
+            return protocol.error(_not_unique(result.job["jid"]), "NOTUNIQUE")
         return OK
 
     async def _pushb(self, session: Session, payload: str) -> bytes:
@@ -201,7 +203,10 @@ class Commands:
             seen.add(spec.jid or key)
             specs.append(spec)
         if specs:
-            await self._services.push.push(specs)
+            results = await self._services.push.push(specs)
+            for spec, result in zip(specs, results, strict=True):
+                if result.conflict is OnConflict.REJECT:
+                    rejected[spec.jid or ""] = f"NOTUNIQUE {_not_unique(result.job['jid'])}"
         return protocol.bulk(protocol.dump_json(rejected))
 
     # -- workers ---------------------------------------------------------------------------------
@@ -394,6 +399,12 @@ class Commands:
             ),
         )
         return OK
+
+
+def _not_unique(holder: str) -> str:
+    """Faktory Enterprise refuses a unique job whose lock is held with NOTUNIQUE; the message
+    names the holder."""
+    return f"Job not unique: job {holder} holds its unique lock"
 
 
 def glob_to_regex(pattern: str) -> str:

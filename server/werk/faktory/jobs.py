@@ -2,7 +2,10 @@
 shares (``domain.bodies.JobPush``), after Faktory's own rules where its clients rely on them:
 ``jid`` and ``args`` are required, unknown keys are accepted and dropped, an empty ``queue`` or
 ``at`` is not given, ``reserve_for`` 0 is the default and below 60 is raised to 60, ``priority``
-is Faktory's 1..9 and ``retry`` and ``backtrace`` are cut to Werk's bounds. ``keep_result_for``
+is Faktory's 1..9 and ``retry`` and ``backtrace`` are cut to Werk's bounds. Faktory
+Enterprise's options ride in ``custom``: ``unique_for`` (seconds; the job is unique by jobtype,
+queue and args, and a push that meets a holder is refused) with ``unique_until`` (``success``
+or ``start``), and ``expires_at`` or ``expires_in``. ``keep_result_for``
 may also come in ``custom``."""
 
 from __future__ import annotations
@@ -45,18 +48,39 @@ def job_spec(raw: Any) -> JobSpec:
         raise InvalidJob("jobs must have an args array (it may be empty)")
     body: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in JOB_KEYS:
+        if key in JOB_KEYS and key not in _WERK_ONLY:
             faktory = _FAKTORY_RULES.get(key)
             body[key] = value if faktory is None else faktory(value)
-    # Faktory clients set options of the server's own in custom (as Faktory Enterprise's
-    # unique_for): custom.keep_result_for applies unless the job names keep_result_for itself.
     custom = raw.get("custom")
-    if "keep_result_for" not in body and isinstance(custom, dict) and "keep_result_for" in custom:
-        body["keep_result_for"] = custom["keep_result_for"]
+    if isinstance(custom, dict):
+        body.update(_enterprise_options(custom))
+        # An option of the server's own, set in custom as Faktory clients set Enterprise's:
+        # it applies unless the job names keep_result_for itself.
+        if "keep_result_for" not in body and "keep_result_for" in custom:
+            body["keep_result_for"] = custom["keep_result_for"]
     try:
         return JobSpec(**_JOB.validate_python(body))
     except ValidationError as exc:
         raise InvalidJob(_reason(exc)) from None
+
+
+# Werk's own keys, which Faktory's jobs carry in custom instead.
+_WERK_ONLY = frozenset({"unique", "expires_at", "expires_in"})
+
+
+def _enterprise_options(custom: dict[str, Any]) -> dict[str, Any]:
+    """Faktory Enterprise's unique and expiry options in ``custom``, as JobPush's fields (the
+    model then checks them, and names them if they are wrong)."""
+    options: dict[str, Any] = {}
+    if custom.get("unique_for") is not None:
+        unique: dict[str, Any] = {"for": custom["unique_for"], "on_conflict": "reject"}
+        if custom.get("unique_until") is not None:
+            unique["until"] = custom["unique_until"]
+        options["unique"] = unique
+    for key in ("expires_at", "expires_in"):
+        if custom.get(key) is not None:
+            options[key] = custom[key]
+    return options
 
 
 def _integer(value: Any) -> int | None:

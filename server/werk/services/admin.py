@@ -36,7 +36,7 @@ BULK_MAX = 10_000
 PAGE_MAX = 500
 
 _APPLIES_TO: dict[str, str] = {
-    "retry": "dead and scheduled (including retrying) jobs",
+    "retry": "dead, expired and scheduled (including retrying) jobs",
     "kill": "scheduled, available and active jobs",
     "cancel": "scheduled, available and active jobs",
     "delete": "jobs in any state",

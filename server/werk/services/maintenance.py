@@ -1,5 +1,5 @@
-"""Background upkeep every node runs: release orphaned leases, promote due jobs, prune, and
-keep the job table from bloating.
+"""Background upkeep every node runs: release orphaned leases, promote due jobs, expire jobs
+not started in time, prune, and keep the job table from bloating.
 
 Each pass is a bounded, set-based statement with SKIP LOCKED, so any number of nodes can run it at
 once without handling a job twice; no leader election is needed.
@@ -46,9 +46,10 @@ class Maintenance:
     async def run_once(self) -> dict[str, int]:
         """One full pass; returns how many jobs each step touched."""
         released = await self.release_orphans()
+        expired = await self.expire_due()
         promoted = await self.promote_due()
         pruned = await self.prune()
-        return {"released": released, "promoted": promoted, "pruned": pruned}
+        return {"released": released, "expired": expired, "promoted": promoted, "pruned": pruned}
 
     async def prune(self) -> int:
         """Apply dead-job and completed-job retention, a bounded batch per statement; forget gone
@@ -71,6 +72,16 @@ class Maintenance:
         )
         await sessions.prune_sessions(self._pool, self._clock.now())
         return total
+
+    async def expire_due(self) -> int:
+        """Move jobs whose expires_at has come, still waiting, to expired (before promotion, so
+        no such job is made available first)."""
+        total = 0
+        while True:
+            queues = await queries.expire_due(self._pool, self._clock.now(), BATCH)
+            total += len(queues)
+            if len(queues) < BATCH:
+                return total
 
     async def promote_due(self) -> int:
         total = 0
@@ -110,6 +121,7 @@ class Maintenance:
         while True:
             try:
                 await self.release_orphans()
+                await self.expire_due()
                 await self.promote_due()
                 if passes % PRUNE_EVERY == 0:
                     await self.prune()

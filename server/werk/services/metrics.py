@@ -136,6 +136,11 @@ def _database_lines(
             "Attempts that failed (expired leases included), per queue.",
             "failed",
         ),
+        (
+            "werk_jobs_expired_total",
+            "Jobs not started by their expires_at, never run, per queue.",
+            "expired",
+        ),
     )
     for name, help_text, field in families:
         family = _Family(name, "counter", help_text)

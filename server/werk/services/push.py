@@ -14,8 +14,9 @@ from werk.db import queries
 from werk.db.queries import Executor
 from werk.domain.clock import Clock
 from werk.domain.jids import new_jid, new_jids
-from werk.domain.job import JobSpec, NewJob, PushResult
-from werk.errors import InvalidRequest, JobNotFound
+from werk.domain.job import JobSpec, NewJob, OnConflict, PushResult
+from werk.domain.unique import unique_lock
+from werk.errors import InvalidRequest, JobNotFound, NotUnique
 from werk.services.claim import ClaimService
 from werk.services.wakeup import Waiter, WakeHub, counts_by_queue
 from werk.services.writers import PushWriter
@@ -23,6 +24,11 @@ from werk.services.writers import PushWriter
 log = logging.getLogger(__name__)
 
 Row = Mapping[str, Any]
+
+# How often a unique push is written again after losing a race (a jid or a waiting holder taken
+# by another transaction between this statement's snapshot and its insert); each retry sees
+# that transaction committed, so one more attempt settles it.
+UNIQUE_ATTEMPTS = 5
 
 
 class PushService:
@@ -39,25 +45,92 @@ class PushService:
 
     async def push(self, specs: Sequence[JobSpec]) -> list[PushResult]:
         """Store the jobs in one transaction (all or nothing). An existing jid is not pushed again;
-        its stored job is returned instead."""
-        return await self._store(_new_jobs(specs), self._pool)
-
-    async def push_jids(self, specs: Sequence[JobSpec]) -> tuple[list[str], list[str]]:
-        """As ``push``, answered with every job's jid (in order) and the jids that existed.
-        Nothing is read back, and no job is stored reserved for a waiting fetch: those fetches
-        are woken and claim. For producers that keep no more than the jids."""
+        its stored job is returned instead. A job whose unique key another job holds is answered
+        with that job (``conflict`` says what was done); unique keys must differ in a batch."""
         jobs = _new_jobs(specs)
+        if any(j.unique for j in jobs):
+            return await self._store_unique(jobs)
+        return await self._store(jobs, self._pool)
+
+    async def push_jids(
+        self, specs: Sequence[JobSpec]
+    ) -> tuple[list[str], list[str], list[PushResult]]:
+        """As ``push``, answered with every job's jid (in order: a holder's for a job whose
+        unique key another job holds), the jids that existed, and (only when unique jobs were
+        pushed, else empty) per job its result. Nothing is read back, and no job is stored
+        reserved for a waiting fetch: those fetches are woken and claim. For producers that keep
+        no more than the jids."""
+        jobs = _new_jobs(specs)
+        if any(j.unique for j in jobs):
+            results = await self._store_unique(jobs)
+            return (
+                [r.job["jid"] for r in results],
+                [r.job["jid"] for r in results if not r.created and r.conflict is None],
+                list(results),
+            )
         inserted = await queries.push_jobs(self._pool, self._clock.now(), jobs, None, answer="jids")
         self._hub.jobs_arrived(
             counts_by_queue(r["queue"] for r in inserted if r["state"] == "available")
         )
         stored = {r["jid"] for r in inserted}
         jids = [j.jid for j in jobs]
-        return jids, [jid for jid in jids if jid not in stored]
+        return jids, [jid for jid in jids if jid not in stored], []
 
     async def push_one(self, spec: JobSpec) -> PushResult:
-        """Push a single job; concurrent single pushes share one statement and one commit."""
-        return await self._singles.submit(_to_new_job(spec, spec.jid or new_jid()))
+        """Push a single job; concurrent single pushes share one statement and one commit
+        (unique jobs excepted: each is written alone, as its answer may be another job). Raises
+        NotUnique when another job holds its key and it says on_conflict reject."""
+        job = _to_new_job(spec, spec.jid or new_jid())
+        if job.unique is None:
+            return await self._singles.submit(job)
+        (result,) = await self._store_unique([job])
+        if result.conflict is OnConflict.REJECT:
+            raise NotUnique(result.job["jid"])
+        return result
+
+    async def _store_unique(self, jobs: Sequence[NewJob]) -> list[PushResult]:
+        """Store jobs of which some are unique: one statement stores the new ones and meets the
+        holders of keys already held. A job whose key is held is answered with the holder
+        (``conflict``: what its on_conflict did); a replace that meets an active holder, or a
+        jid another push inserted meanwhile, is written again, and sees that push."""
+        results: dict[str, PushResult] = {}
+        pending = list(jobs)
+        for _ in range(UNIQUE_ATTEMPTS):
+            try:
+                rows = await queries.push_unique_jobs(self._pool, self._clock.now(), pending)
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name != "werk_jobs_pkey":
+                    raise
+                continue  # a jid inserted meanwhile: the next statement leaves it out
+            by_jid = {r["jid"]: r for r in rows if r["created"]}
+            by_key = {r["unique_key"]: r for r in rows if not r["created"]}
+            again = []
+            for job in pending:
+                row = by_jid.get(job.jid)
+                if row is not None:
+                    results[job.jid] = PushResult(job=row, created=True)
+                    continue
+                holder = by_key.get(job.unique.key) if job.unique else None
+                if holder is None:
+                    continue  # the jid exists: read below
+                mode = job.unique.on_conflict if job.unique else OnConflict.REJECT
+                if mode is OnConflict.REPLACE and holder["state"] == "active":
+                    again.append(job)  # it became active after this statement's snapshot
+                    continue
+                results[job.jid] = PushResult(job=holder, created=False, conflict=mode)
+            self._hub.jobs_arrived(
+                counts_by_queue(r["queue"] for r in rows if r["state"] == "available")
+            )
+            pending = again
+            if not pending:
+                break
+        else:
+            raise RuntimeError(f"a unique push lost a race {UNIQUE_ATTEMPTS} times in a row")
+        missing = [j.jid for j in jobs if j.jid not in results]
+        if missing:
+            for row in await queries.get_jobs(self._pool, missing):
+                results[row["jid"]] = PushResult(job=row, created=False)
+        return [results[j.jid] for j in jobs if j.jid in results]
 
     async def _store(self, jobs: Sequence[NewJob], db: Executor) -> list[PushResult]:
         waiters = self._take_waiters(jobs)
@@ -131,10 +204,12 @@ class PushService:
 
 
 def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
-    """The jobs of one batch, jids generated where absent; a jid twice is the caller's error."""
+    """The jobs of one batch, jids generated where absent; a jid or a unique key twice is the
+    caller's error."""
     fresh = iter(new_jids(sum(1 for s in specs if not s.jid)))
-    jobs = [_to_new_job(s, s.jid or next(fresh)) for s in specs]
+    jobs = [_to_new_job(s, s.jid or next(fresh), f"jobs.{i}.") for i, s in enumerate(specs)]
     seen: set[str] = set()
+    keys: set[str] = set()
     for i, job in enumerate(jobs):
         if job.jid in seen:
             raise InvalidRequest(
@@ -142,11 +217,21 @@ def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
                 errors=[{"loc": f"jobs.{i}.jid", "message": "duplicate jid in batch"}],
             )
         seen.add(job.jid)
+        if job.unique is not None:
+            if job.unique.key in keys:
+                raise InvalidRequest(
+                    f"unique key {job.unique.key!r} appears twice in the batch",
+                    errors=[
+                        {"loc": f"jobs.{i}.unique", "message": "duplicate unique key in batch"}
+                    ],
+                )
+            keys.add(job.unique.key)
     return jobs
 
 
-def _to_new_job(spec: JobSpec, jid: str) -> NewJob:
-    return NewJob(
+def _to_new_job(spec: JobSpec, jid: str, loc: str = "") -> NewJob:
+    """The job as it is written; ``loc`` locates it in the request (a batch's ``jobs.3.``)."""
+    job = NewJob(
         jid=jid,
         jobtype=spec.jobtype,
         queue=spec.queue,
@@ -159,3 +244,14 @@ def _to_new_job(spec: JobSpec, jid: str) -> NewJob:
         at=spec.at,
         keep_result_for=spec.keep_result_for or None,
     )
+    # Set only when given: a job without them is written as fast as before they existed.
+    if spec.expires_at is not None or spec.expires_in is not None:
+        if spec.expires_at is not None and spec.expires_in is not None:
+            raise InvalidRequest(
+                "give either expires_at or expires_in, not both",
+                errors=[{"loc": f"{loc}expires_in", "message": "not with expires_at"}],
+            )
+        job.expires_at, job.expires_in = spec.expires_at, spec.expires_in
+    if spec.unique is not None:
+        job.unique = unique_lock(spec, spec.unique)
+    return job

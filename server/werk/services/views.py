@@ -71,6 +71,8 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "keep_result_for": r["keep_result_for"] or 0,
         "result": r["result"],
         "completed_at": _completed_at(r),
+        "expires_at": r["expires_at"],
+        "unique": r["unique_spec"],
     }
 
 
@@ -113,4 +115,6 @@ def pushed_view(result: PushResult) -> dict[str, Any]:
         "keep_result_for": j.keep_result_for or 0,
         "result": None,
         "completed_at": None,
+        "expires_at": r["expires_at"],
+        "unique": None,  # a unique job is never answered from what was sent
     }

@@ -13,7 +13,7 @@ PAD_LEFT = 48
 PAD_BOTTOM = 22
 PAD_TOP = 10
 
-STATE_ORDER = ("available", "active", "scheduled", "dead", "cancelled", "completed")
+STATE_ORDER = ("available", "active", "scheduled", "dead", "expired", "cancelled", "completed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,8 @@ LISTS: dict[str, dict[str, Any]] = {
              "actions": ("retry", "delete")},
     "completed": {"title": "Completed", "query": JobQuery(state="completed"),
                   "actions": ("delete",)},
+    "expired": {"title": "Expired", "query": JobQuery(state="expired"),
+                "actions": ("retry", "delete")},
 }  # fmt: skip
 ACTION_LABELS = {"retry": "Retry now", "kill": "Kill", "cancel": "Cancel", "delete": "Delete"}
 JOB_ACTIONS: dict[str, JobAction] = {"retry": "retry", "kill": "kill", "cancel": "cancel",
@@ -316,7 +318,7 @@ async def queue_page(
         state=state,
         order=order,
         page=page,
-        states=("available", "active", "scheduled", "retrying", "dead", "cancelled"),
+        states=("available", "active", "scheduled", "retrying", "dead", "expired", "cancelled"),
         actions=("retry", "kill", "cancel", "delete"),
         action_labels=ACTION_LABELS,
         back=f"/queues/{quote(name)}?state={quote(state)}",
@@ -378,6 +380,14 @@ async def completed_page(
     return await _list_page(request, services, user, "completed", cursor, q)
 
 
+@router.get("/expired")
+async def expired_page(
+    request: Request, services: ServicesDep, user: UserDep,
+    cursor: str | None = None, q: str | None = None,
+) -> Response:  # fmt: skip
+    return await _list_page(request, services, user, "expired", cursor, q)
+
+
 @router.get("/jobs/{jid:path}")
 async def job_page(request: Request, services: ServicesDep, user: UserDep, jid: str) -> Response:
     try:
@@ -402,6 +412,7 @@ def _actions_for(state: str) -> tuple[str, ...]:
         "available": ("kill", "cancel", "delete"),
         "active": ("kill", "cancel", "delete"),
         "dead": ("retry", "delete"),
+        "expired": ("retry", "delete"),
     }.get(state, ("delete",))
 
 

@@ -13,6 +13,8 @@ from werk_client import (
     JobNotFound,
     JobSpec,
     LeaseLost,
+    NotUnique,
+    Unique,
     ValidationError,
 )
 
@@ -111,3 +113,41 @@ async def test_async_client_roundtrip(werk_server):
         assert sorted(result.acked) == sorted(j.jid for j in jobs[:4])
         assert result.lease_lost == [jobs[4].jid]
         assert (await client.info()).server.version
+
+
+def test_unique_and_expiring_pushes(werk_server):
+    with Client(werk_server.url) as client:
+        first = client.push("report", [600], unique=Unique(for_=60, until="start"))
+        assert first.unique is not None and first.unique["until"] == "start"
+        with pytest.raises(NotUnique) as refused:
+            client.push("report", [600.0], unique=Unique(for_=60))
+        assert refused.value.existing_jid == first.jid and refused.value.status == 409
+        same = client.push("report", [600], unique=Unique(on_conflict="existing"))
+        assert same.jid == first.jid and same.duplicate and same.created is False
+        replaced = client.push(
+            "report", [600], unique=Unique(on_conflict="replace"), at=timedelta(minutes=5)
+        )
+        assert replaced.jid == first.jid and replaced.state == "scheduled"
+        expiring = client.push("soon", expires_in=30)
+        assert expiring.expires_at is not None and expiring.unique is None
+        at = datetime.now(UTC) + timedelta(hours=1)
+        assert client.push("soon", expires_at=at).expires_at == at
+        specs = [
+            JobSpec("batch", [1], unique=Unique(key="k-sdk")),
+            JobSpec("batch", [2]),
+            JobSpec("report", [600], unique=Unique(on_conflict="existing")),
+        ]
+        result = client.push_many(specs)
+        assert result.created == 2
+        assert [c.existing_jid for c in result.conflicts] == [first.jid]
+        assert result.conflicts[0].index == 2 and result.jobs[2].jid == first.jid
+
+
+async def test_async_unique_push(werk_server):
+    async with AsyncClient(werk_server.url) as client:
+        first = await client.push("a", [1], unique=Unique(key="async-k"))
+        with pytest.raises(NotUnique) as refused:
+            await client.push("b", [2], unique=Unique(key="async-k"))
+        assert refused.value.existing_jid == first.jid
+        short = await client.push_jids([JobSpec("c", unique=Unique(key="async-k"))])
+        assert short.jids == [first.jid] and short.conflicts[0].on_conflict == "reject"

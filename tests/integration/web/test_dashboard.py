@@ -50,7 +50,8 @@ def form(**fields: Any) -> dict[str, Any]:
 async def test_every_page_renders_with_safe_headers(api: InProcess) -> None:
     jobs = await seed(api)
     pages = ["/", "/?days=7", "/?days=180", "/queues", "/queues/mail", "/queues/mail?state=dead",
-             "/retries", "/scheduled", "/dead", "/workers", f"/jobs/{jobs['dead']}"]  # fmt: skip
+             "/retries", "/scheduled", "/dead", "/expired", "/workers",
+             f"/jobs/{jobs['dead']}"]  # fmt: skip
     for page in pages:
         r = await api.http.get(page)
         assert r.status_code == 200, (page, r.text[:500])
@@ -297,3 +298,20 @@ async def test_a_completed_job_shows_its_result_and_the_completed_list_has_it(
     assert "Result" in page and "Completed" in page and "600 s after its ack" in page
     assert "total" in page and XSS not in page and "&lt;script&gt;" in page
     assert "dash-result-1" in (await api.http.get("/completed")).text
+
+
+async def test_expired_tab_and_the_unique_key_and_expiry_on_the_job_page(api: InProcess) -> None:
+    expiring = await push(api, queue="mail", jobtype="Late", expires_in=5)
+    unique = await push(
+        api, queue="mail", jobtype="Once", unique={"key": "nightly-<b>", "for": 600}
+    )
+    page = (await api.http.get(f"/jobs/{unique}")).text
+    assert "nightly-&lt;b&gt;" in page and "holds the lock" in page and "600" in page
+    assert "Expires" in (await api.http.get(f"/jobs/{expiring}")).text
+    api.clock.advance(6)
+    await api.maintain()
+    listed = (await api.http.get("/expired")).text
+    assert expiring in listed and unique not in listed
+    page = (await api.http.get(f"/jobs/{expiring}")).text
+    assert "never run" in page and 'value="retry"' in page
+    assert expiring in (await api.http.get("/queues/mail?state=expired")).text

@@ -24,6 +24,7 @@ from .models import (
     PushJidsResult,
     PushManyResult,
     ServerInfo,
+    Unique,
     WorkerState,
 )
 from .protocol import UNSET, Call
@@ -102,10 +103,17 @@ class AsyncClient:
         custom: Mapping[str, Any] | None = None,
         jid: str | None = None,
         keep_result_for: int | None = None,
+        unique: Unique | None = None,
+        expires_at: datetime | str | None = None,
+        expires_in: float | None = None,
     ) -> JobRecord:
         """Enqueue one job and return it as stored.
 
         A jid is generated when none is given; pushing the same jid twice stores one job.
+        With ``unique``, a job whose key another job holds is not stored: ``NotUnique`` names
+        the holder (``on_conflict="reject"``), or the holder is returned with ``duplicate``
+        True. A job not started by ``expires_at`` (or ``expires_in`` seconds after ``at`` or
+        now) is never run: it becomes ``expired``.
         """
         spec = protocol.push_spec(
             jobtype,
@@ -119,11 +127,16 @@ class AsyncClient:
             custom=custom,
             jid=jid,
             keep_result_for=keep_result_for,
+            unique=unique,
+            expires_at=expires_at,
+            expires_in=expires_in,
         )
         return protocol.parse_job(await self._send(protocol.push_call(spec)))
 
     async def push_many(self, jobs: Iterable[JobSpec | Mapping[str, Any]]) -> PushManyResult:
-        """Enqueue many jobs, 1,000 per request; each request is all-or-nothing."""
+        """Enqueue many jobs, 1,000 per request; each request is all-or-nothing (two jobs with
+        one unique key in a request are refused). A job whose unique key another job holds is
+        answered by the holder and listed in ``conflicts``."""
         specs = [protocol.as_spec(j) for j in jobs]
         results = [
             protocol.parse_push_batch(await self._send(protocol.push_batch_call(chunk)))

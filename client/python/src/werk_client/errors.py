@@ -16,6 +16,7 @@ __all__ = [
     "Forbidden",
     "JobNotFound",
     "LeaseLost",
+    "NotUnique",
     "PayloadTooLarge",
     "ServerError",
     "Unauthorized",
@@ -83,6 +84,17 @@ class LeaseLost(WerkError):
     default_code = "lease_lost"
 
 
+class NotUnique(WerkError):
+    """Another job holds the pushed job's unique key (``not_unique``, 409); ``existing_jid``
+    names it."""
+
+    default_code = "not_unique"
+
+    def __init__(self, detail: str = "", *, existing_jid: str = "", **kwargs: Any) -> None:
+        self.existing_jid = existing_jid
+        super().__init__(detail, **kwargs)
+
+
 class PayloadTooLarge(WerkError):
     """The request body exceeded the server's limit (``payload_too_large``, 413)."""
 
@@ -128,6 +140,7 @@ _BY_CODE: dict[str, type[WerkError]] = {
     "invalid_request": ValidationError,
     "job_not_found": JobNotFound,
     "lease_lost": LeaseLost,
+    "not_unique": NotUnique,
     "payload_too_large": PayloadTooLarge,
     "result_too_large": ResultTooLarge,
     "unauthorized": Unauthorized,
@@ -205,6 +218,13 @@ def error_from_response(response: Answer) -> WerkError:
         cls = _BY_STATUS.get(status, fallback)
     if code is None:
         code = cls.default_code if cls is not WerkError else f"http_{response.status_code}"
+    if cls is NotUnique:
+        return NotUnique(
+            str(detail),
+            existing_jid=str(body.get("existing_jid", "")),
+            code=code,
+            status=response.status_code,
+        )
     return cls(
         str(detail),
         code=code,

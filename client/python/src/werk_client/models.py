@@ -10,7 +10,7 @@ Answers are decoded straight into these classes by msgspec (see ``protocol``); t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, overload
@@ -86,6 +86,54 @@ def format_at(at: datetime | timedelta | str | None) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Unique:
+    """A push's unique lock: no other job with the same key is stored while one holds it.
+
+    ``key`` names the lock; without it the server hashes jobtype, queue and args (or only the
+    ``by`` paths, such as ``"args.0"`` or ``"custom.tenant"``). ``for_`` bounds the lock in
+    seconds (from ``at`` for a scheduled job); ``until`` is ``"success"`` (held until acked,
+    dead or expired) or ``"start"`` (until a worker takes the job). ``on_conflict`` says what a
+    push meeting a holder does: ``"reject"`` raises ``NotUnique`` naming the holder,
+    ``"existing"`` answers with the holder (``duplicate`` True), ``"replace"`` gives a waiting
+    holder this push's args and ``at``.
+    """
+
+    for_: float | None = None
+    until: str | None = None
+    key: str | None = None
+    by: Sequence[str] | None = None
+    on_conflict: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        fields = {
+            "for": self.for_,
+            "until": self.until,
+            "key": self.key,
+            "by": list(self.by) if self.by is not None else None,
+            "on_conflict": self.on_conflict,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueConflict:
+    """An item of a batch whose unique key another job held: its place in the batch, the
+    holder's jid (the item's jid in the answer) and what was done (its ``on_conflict``)."""
+
+    index: int
+    existing_jid: str
+    on_conflict: str
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any], offset: int = 0) -> UniqueConflict:
+        return cls(
+            index=int(data["index"]) + offset,
+            existing_jid=str(data["existing_jid"]),
+            on_conflict=str(data["on_conflict"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Failure:
     """The last failure of a job, as the server recorded it."""
 
@@ -142,6 +190,9 @@ class JobRecord:
     keep_result_for: int = 0
     result: Any = None
     completed_at: datetime | None = None
+    expires_at: datetime | None = None
+    unique: dict[str, Any] | None = None
+    duplicate: bool = False
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> JobRecord:
@@ -170,6 +221,9 @@ class JobRecord:
             keep_result_for=int(data.get("keep_result_for") or 0),
             result=data.get("result"),
             completed_at=parse_time(data.get("completed_at")),
+            expires_at=parse_time(data.get("expires_at")),
+            unique=data.get("unique"),
+            duplicate=bool(data.get("duplicate", False)),
         )
 
 
@@ -209,6 +263,9 @@ class JobSpec:
     custom: dict[str, Any] | None = None
     jid: str = field(default_factory=new_jid)
     keep_result_for: int | None = None
+    unique: Unique | Mapping[str, Any] | None = None  # a mapping: the wire's own keys
+    expires_at: datetime | str | None = None
+    expires_in: float | None = None
 
     def __post_init__(self) -> None:
         check_args(self.args)
@@ -237,7 +294,19 @@ class JobSpec:
             body["custom"] = self.custom
         if self.keep_result_for is not None:
             body["keep_result_for"] = self.keep_result_for
+        if self.unique is not None:
+            body["unique"] = _unique_wire(self.unique)
+        if self.expires_at is not None:
+            body["expires_at"] = format_at(self.expires_at)
+        if self.expires_in is not None:
+            body["expires_in"] = self.expires_in
         return body
+
+
+def _unique_wire(unique: Unique | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if unique is None:
+        return None
+    return unique.to_wire() if isinstance(unique, Unique) else dict(unique)
 
 
 class Undecoded:
@@ -280,10 +349,12 @@ class _JobsOnRead:
 
 @dataclass(frozen=True)
 class PushManyResult:
-    """Jobs stored by ``push_many`` (in input order) and how many were new."""
+    """Jobs stored by ``push_many`` (in input order) and how many were new. An item whose
+    unique key another job held is answered by that job, and listed in ``conflicts``."""
 
     jobs: _JobsOnRead = _JobsOnRead()  # required: the descriptor gives no default
     created: int  # type: ignore[misc]
+    conflicts: list[UniqueConflict] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +365,7 @@ class PushJidsResult:
     jids: list[str]
     created: int
     existed: list[str]
+    conflicts: list[UniqueConflict] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,8 @@ from .models import (
     PushManyResult,
     ServerInfo,
     Undecoded,
+    Unique,
+    UniqueConflict,
     WorkerState,
     check_args,
 )
@@ -81,6 +83,7 @@ class _Pushed(msgspec.Struct):
 
     jobs: msgspec.Raw
     created: int
+    conflicts: list[UniqueConflict] = msgspec.field(default_factory=list)
 
 
 class _Beat(msgspec.Struct):
@@ -123,6 +126,9 @@ def push_spec(
     custom: Mapping[str, Any] | None,
     jid: str | None,
     keep_result_for: int | None = None,
+    unique: Unique | None = None,
+    expires_at: datetime | str | None = None,
+    expires_in: float | None = None,
 ) -> JobSpec:
     check_args(args)
     kwargs: dict[str, Any] = {}
@@ -139,6 +145,9 @@ def push_spec(
         backtrace=backtrace,
         custom=dict(custom) if custom is not None else None,
         keep_result_for=keep_result_for,
+        unique=unique,
+        expires_at=expires_at,
+        expires_in=expires_in,
         **kwargs,
     )
 
@@ -174,34 +183,52 @@ def parse_job(data: bytes) -> JobRecord:
 
 def parse_push_batch(data: bytes) -> PushManyResult:
     pushed = _decode_pushed(data)
-    return PushManyResult(jobs=Undecoded([pushed.jobs], _decode_jobs), created=pushed.created)
+    return PushManyResult(
+        jobs=Undecoded([pushed.jobs], _decode_jobs),
+        created=pushed.created,
+        conflicts=pushed.conflicts,
+    )
 
 
 def parse_push_jids(data: bytes) -> PushJidsResult:
     return _decode_jids(data)
 
 
+def _shifted(conflicts: list[UniqueConflict], offset: int) -> list[UniqueConflict]:
+    """A later request's conflicts, indexed within everything pushed."""
+    return [UniqueConflict(c.index + offset, c.existing_jid, c.on_conflict) for c in conflicts]
+
+
 def merge_push_jids(results: Iterable[PushJidsResult]) -> PushJidsResult:
     jids: list[str] = []
     existed: list[str] = []
+    conflicts: list[UniqueConflict] = []
     created = 0
     for result in results:
+        conflicts.extend(_shifted(result.conflicts, len(jids)))
         jids.extend(result.jids)
         existed.extend(result.existed)
         created += result.created
-    return PushJidsResult(jids=jids, created=created, existed=existed)
+    return PushJidsResult(jids=jids, created=created, existed=existed, conflicts=conflicts)
 
 
 def merge_push_results(results: Sequence[PushManyResult]) -> PushManyResult:
-    """One result for all the requests of a ``push_many``, its jobs still undecoded."""
+    """One result for all the requests of a ``push_many``, its jobs still undecoded (unless
+    unique conflicts need them counted, to place each conflict in the whole push)."""
     if len(results) == 1:
         return results[0]
+    created = sum(r.created for r in results)
+    if any(r.conflicts for r in results):
+        jobs: list[JobRecord] = []
+        conflicts: list[UniqueConflict] = []
+        for result in results:
+            conflicts.extend(_shifted(result.conflicts, len(jobs)))
+            jobs.extend(result.jobs)
+        return PushManyResult(jobs=jobs, created=created, conflicts=conflicts)
     parts: list[bytes] = []
     for result in results:
         parts.extend(_undecoded(result).parts)
-    return PushManyResult(
-        jobs=Undecoded(parts, _decode_jobs), created=sum(r.created for r in results)
-    )
+    return PushManyResult(jobs=Undecoded(parts, _decode_jobs), created=created)
 
 
 def _undecoded(result: PushManyResult) -> Undecoded:

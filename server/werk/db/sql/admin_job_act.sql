@@ -2,8 +2,9 @@
 -- $3 jobtype, $4 ILIKE pattern on errtype or message, $5 has failed at least once, $6 these jids
 -- only; at most $7 jobs, oldest first, at $8 (NULL = now). Rows another transaction holds are
 -- skipped. Returns the jobs changed.
---   'retry'   dead and scheduled (incl. retrying) jobs become available, queued behind the work
---             already waiting;
+--   'retry'   dead, expired and scheduled (incl. retrying) jobs become available, queued behind
+--             the work already waiting; a dead or expired one runs without its expiry and without
+--             a unique lock (another job may hold its key by now);
 --   'kill'    scheduled, available and active jobs go to dead; one that never failed is marked as
 --             killed, so the dead list says why it is there;
 --   'cancel'  scheduled, available and active jobs become cancelled and will not run (again);
@@ -26,11 +27,12 @@ target AS (
       AND ($5::boolean IS NULL OR (j.failed_at IS NOT NULL) = $5::boolean)
       AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
       AND CASE
-              WHEN $9::text = 'retry' THEN j.state IN ('dead', 'scheduled')
+              WHEN $9::text = 'retry' THEN j.state IN ('dead', 'expired', 'scheduled')
               WHEN $9::text IN ('kill', 'cancel')
                   THEN j.state IN ('scheduled', 'available') OR j.state = 'active'
               WHEN $9::text = 'delete'
-                  THEN j.state IN ('scheduled', 'available', 'completed', 'dead', 'cancelled')
+                  THEN j.state IN ('scheduled', 'available', 'completed', 'dead', 'cancelled',
+                                   'expired')
                        OR j.state = 'active'
               ELSE false
           END
@@ -46,7 +48,9 @@ retried AS (
         run_at = c.now,
         enqueued_at = c.now,
         seq = nextval('werk_job_seq'),
-        finished_at = NULL
+        finished_at = NULL,
+        expires_at = CASE WHEN j.state = 'scheduled' THEN j.expires_at END,
+        unique_key = CASE WHEN j.state = 'scheduled' THEN j.unique_key END
     FROM clock c
     WHERE $9::text = 'retry' AND j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
     RETURNING j.jid, j.queue

@@ -40,7 +40,11 @@ killed AS (
 requeued AS (
     UPDATE werk_jobs j
     SET state = 'available', run_at = c.now, enqueued_at = c.now, finished_at = NULL,
-        seq = nextval('werk_job_seq')
+        seq = nextval('werk_job_seq'),
+        -- A dead job comes back without its expiry or unique lock (another job may hold its
+        -- key by now).
+        expires_at = CASE WHEN j.state = 'dead' THEN NULL ELSE j.expires_at END,
+        unique_key = CASE WHEN j.state = 'dead' THEN NULL ELSE j.unique_key END
     FROM target t, clock c
     WHERE j.jid = t.jid AND $2::text = 'requeue'
     RETURNING j.jid, j.queue

@@ -5,7 +5,9 @@
 -- the first queues that fill the request), highest priority then oldest first, skipping paused
 -- queues and rows other fetchers hold. Each claimed job gets a fresh lease token: the 16 bytes
 -- at its slot in $4, a random version 4 UUID the server draws with the others in one call
--- (gen_random_uuid() would draw each job's through OpenSSL, one call per job).
+-- (gen_random_uuid() would draw each job's through OpenSSL, one call per job). A job whose
+-- expires_at has come is never handed out, whether or not the upkeep pass has expired it yet;
+-- a job locked unique until start gives its key up here.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -21,6 +23,7 @@ picked AS (
         SELECT j.ctid
         FROM werk_jobs j
         WHERE j.state = 'available' AND j.queue = w.name
+          AND (j.expires_at IS NULL OR j.expires_at > coalesce($1::timestamptz, now()))
         ORDER BY j.priority DESC, j.seq
         LIMIT cardinality($3::text[])
         FOR UPDATE SKIP LOCKED
@@ -43,7 +46,9 @@ SET state = 'active',
     attempt = j.attempt + 1,
     lease = encode(substring($4::bytea FROM claimed.slot::int * 16 - 15 FOR 16), 'hex')::uuid,
     lease_expires_at = clock.now + make_interval(secs => j.reserve_for),
-    wid = claimed.wid
+    wid = claimed.wid,
+    unique_key = CASE WHEN j.unique_key IS NULL OR j.unique_spec ->> 'until' = 'start' THEN NULL
+                      ELSE j.unique_key END
 FROM claimed, clock
 WHERE j.ctid = claimed.ctid
 RETURNING claimed.slot, j.*

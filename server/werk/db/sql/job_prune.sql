@@ -1,24 +1,25 @@
 -- Retention, a bounded batch ($5) at a time so pruning never holds many row locks for long:
--- dead jobs older than $2 seconds, dead jobs beyond the newest $3 (oldest first), and completed
--- jobs $4 seconds past their keep_until (their own keep_result_for: see job_ack.sql; $4 is
--- WERK_COMPLETED_RETENTION). Returns how many rows went.
+-- dead and expired jobs older than $2 seconds, beyond the newest $3 of each state (oldest
+-- first), and completed jobs $4 seconds past their keep_until (their own keep_result_for: see
+-- job_ack.sql; $4 is WERK_COMPLETED_RETENTION). Returns how many rows went.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
-expired_dead AS (
+old_finished AS (
     SELECT j.jid FROM werk_jobs j, clock c
-    WHERE j.state = 'dead' AND j.finished_at < c.now - make_interval(secs => $2::float8)
+    WHERE j.state IN ('dead', 'expired')
+      AND j.finished_at < c.now - make_interval(secs => $2::float8)
     ORDER BY j.finished_at
     LIMIT $5
 ),
-surplus_dead AS (
+surplus AS (
     SELECT s.jid FROM (
-        SELECT j.jid, j.finished_at
+        SELECT j.jid, j.finished_at,
+               row_number() OVER (PARTITION BY j.state ORDER BY j.finished_at DESC) AS newer
         FROM werk_jobs j
-        WHERE j.state = 'dead'
-        ORDER BY j.finished_at DESC
-        OFFSET $3
+        WHERE j.state IN ('dead', 'expired')
     ) s
+    WHERE s.newer > $3
     ORDER BY s.finished_at
     LIMIT $5
 ),
@@ -29,13 +30,13 @@ expired_completed AS (
     LIMIT $5
 ),
 doomed AS (
-    SELECT jid FROM expired_dead
-    UNION SELECT jid FROM surplus_dead
+    SELECT jid FROM old_finished
+    UNION SELECT jid FROM surplus
     UNION SELECT jid FROM expired_completed
 ),
 locked AS (
     SELECT j.jid FROM werk_jobs j JOIN doomed d ON d.jid = j.jid
-    WHERE j.state IN ('dead', 'completed')
+    WHERE j.state IN ('dead', 'expired', 'completed')
     FOR UPDATE OF j SKIP LOCKED
 )
 DELETE FROM werk_jobs j USING locked l WHERE j.jid = l.jid

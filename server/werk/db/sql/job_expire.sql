@@ -1,0 +1,33 @@
+-- Expire waiting jobs whose expires_at has come ($1 now, NULL = database clock), a bounded batch
+-- ($2) at a time; SKIP LOCKED lets every node run this without expiring a job twice, and leaves
+-- a job a fetch is claiming to that fetch (which takes none past its expires_at). An expired
+-- job is finished, like a dead one: it leaves the unique index and is kept for
+-- browsing until pruned. Counted per queue ($3 counter shard). Returns their queues.
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+),
+due AS (
+    SELECT j.jid
+    FROM werk_jobs j
+    -- The clock spelled out, so it bounds the index scan (as in job_promote.sql).
+    WHERE j.expires_at IS NOT NULL AND j.state IN ('scheduled', 'available')
+      AND j.expires_at <= coalesce($1::timestamptz, now())
+    ORDER BY j.expires_at
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+),
+expired AS (
+    UPDATE werk_jobs j
+    SET state = 'expired', finished_at = clock.now
+    FROM due, clock
+    WHERE j.jid = due.jid
+    RETURNING j.queue
+),
+counted AS (
+    INSERT INTO werk_counters AS k (day, queue, shard, expired)
+    SELECT (c.now AT TIME ZONE 'UTC')::date, e.queue, $3::smallint, count(*)
+    FROM expired e CROSS JOIN clock c
+    GROUP BY 1, 2
+    ON CONFLICT (day, queue, shard) DO UPDATE SET expired = k.expired + excluded.expired
+)
+SELECT queue FROM expired

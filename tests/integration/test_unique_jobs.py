@@ -1,0 +1,244 @@
+"""Unique jobs over HTTP against a real PostgreSQL: the key, each until and on_conflict mode, the
+time bound, release on ack, dead and expiry, and batches."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from tests.support.helpers import count_jobs, sql
+
+FETCH = {"queues": ["default"], "wid": "w1", "count": 10}
+
+
+async def push(api: Any, unique: dict[str, Any], **job: Any) -> Any:
+    return await api.http.post(
+        "/v1/jobs", json={"jobtype": "report", "args": [1], **job, "unique": unique}
+    )
+
+
+async def fetch(api: Any) -> list[dict[str, Any]]:
+    jobs: list[dict[str, Any]] = (await api.http.post("/v1/fetch", json=FETCH)).json()["jobs"]
+    return jobs
+
+
+async def test_reject_names_the_holder_and_stores_nothing(api, database_url):
+    first = await push(api, {})
+    assert first.status_code == 201
+    holder = first.json()
+    assert holder["unique"]["until"] == "success"
+    assert holder["unique"]["on_conflict"] == "reject"
+    assert holder["unique"]["key"].startswith("sha256:")
+    second = await push(api, {})
+    assert second.status_code == 409
+    assert second.headers["content-type"] == "application/problem+json"
+    problem = second.json()
+    assert problem["code"] == "not_unique" and problem["existing_jid"] == holder["jid"]
+    assert await count_jobs(database_url) == 1
+
+
+async def test_the_key_reads_args_as_canonical_json(api, database_url):
+    first = await push(api, {}, args=[600, {"a": 1, "b": [2.0]}])
+    same = await push(api, {}, args=[600.0, {"b": [2], "a": 1.0}])
+    assert same.status_code == 409 and same.json()["existing_jid"] == first.json()["jid"]
+    other_queue = await push(api, {}, args=[600, {"a": 1, "b": [2]}], queue="other")
+    other_type = await push(api, {}, args=[600, {"a": 1, "b": [2]}], jobtype="mail")
+    other_args = await push(api, {}, args=[601, {"a": 1, "b": [2]}])
+    assert [r.status_code for r in (other_queue, other_type, other_args)] == [201] * 3
+    assert await count_jobs(database_url) == 4
+
+
+async def test_by_hashes_only_the_listed_paths_and_key_names_the_lock(api):
+    by = {"by": ["args.0.user", "custom.tenant"]}
+    first = await push(api, by, args=[{"user": 7, "n": 1}], custom={"tenant": "a"})
+    same = await push(api, by, args=[{"user": 7, "n": 2}], custom={"tenant": "a", "x": 1})
+    other = await push(api, by, args=[{"user": 7, "n": 1}], custom={"tenant": "b"})
+    assert first.status_code == 201 and other.status_code == 201
+    assert same.status_code == 409 and same.json()["existing_jid"] == first.json()["jid"]
+    named = await push(api, {"key": "nightly-report"}, jobtype="a", args=[1])
+    clash = await push(api, {"key": "nightly-report"}, jobtype="b", args=[2])
+    assert named.json()["unique"]["key"] == "nightly-report"
+    assert clash.json()["existing_jid"] == named.json()["jid"]
+
+
+async def test_existing_answers_200_with_the_stored_job(api, database_url):
+    first = (await push(api, {"on_conflict": "existing"})).json()
+    again = await push(api, {"on_conflict": "existing"}, args=[1])
+    assert again.status_code == 200
+    body = again.json()
+    assert body["jid"] == first["jid"] and body["duplicate"] is True and body["created"] is False
+    assert await count_jobs(database_url) == 1
+
+
+async def test_replace_updates_a_waiting_holder_args_and_at(api, database_url):
+    at = (api.clock.now() + timedelta(minutes=5)).isoformat()
+    first = (await push(api, {"on_conflict": "replace", "key": "debounce"}, at=at)).json()
+    assert first["state"] == "scheduled"
+    later = (api.clock.now() + timedelta(minutes=10)).isoformat()
+    again = await push(api, {"on_conflict": "replace", "key": "debounce"}, args=[2], at=later)
+    assert again.status_code == 200
+    body = again.json()
+    assert body["jid"] == first["jid"] and body["duplicate"] is True
+    assert body["args"] == [2] and body["at"] == later.replace("+00:00", "Z")
+    now = await push(api, {"on_conflict": "replace", "key": "debounce"}, args=[3])
+    assert now.json()["state"] == "available" and now.json()["args"] == [3]
+    assert await count_jobs(database_url) == 1
+    (taken,) = await fetch(api)
+    assert taken["jid"] == first["jid"] and taken["args"] == [3]
+
+
+async def test_replace_never_touches_an_active_holder_a_new_job_waits(api, database_url):
+    unique = {"on_conflict": "replace", "key": "debounce"}
+    first = (await push(api, unique)).json()
+    (active,) = await fetch(api)
+    assert active["jid"] == first["jid"]
+    again = await push(api, unique, args=[2])
+    assert again.status_code == 201
+    second = again.json()
+    assert second["jid"] != first["jid"] and second["args"] == [2]
+    stored = (await api.http.get(f"/v1/jobs/{first['jid']}")).json()
+    assert stored["args"] == [1] and stored["state"] == "active"
+    # The new job now holds the key: a further push replaces it, not the active one.
+    third = await push(api, unique, args=[3])
+    assert third.status_code == 200 and third.json()["jid"] == second["jid"]
+    assert await count_jobs(database_url) == 2
+    # The active one settles without disturbing the new holder.
+    r = await api.http.post(f"/v1/jobs/{first['jid']}/ack", json={"lease": active["lease"]})
+    assert r.status_code == 204
+    assert (await push(api, unique, args=[4])).json()["jid"] == second["jid"]
+
+
+async def test_until_success_holds_while_active_and_ack_releases(api):
+    first = (await push(api, {})).json()
+    (job,) = await fetch(api)
+    assert (await push(api, {})).json()["existing_jid"] == first["jid"]
+    await api.http.post(f"/v1/jobs/{job['jid']}/ack", json={"lease": job["lease"]})
+    assert (await push(api, {})).status_code == 201
+
+
+async def test_until_start_releases_when_a_worker_takes_the_job(api):
+    first = (await push(api, {"until": "start"})).json()
+    assert (await push(api, {"until": "start"})).json()["existing_jid"] == first["jid"]
+    (job,) = await fetch(api)
+    second = await push(api, {"until": "start"})
+    assert second.status_code == 201
+    # The first fails and retries: it does not take the key back.
+    r = await api.http.post(
+        f"/v1/jobs/{job['jid']}/fail", json={"lease": job["lease"], "retry_in": 0}
+    )
+    assert r.json()["state"] == "scheduled"
+    assert (await push(api, {"until": "start"})).json()["existing_jid"] == second.json()["jid"]
+
+
+async def test_a_retrying_job_keeps_its_lock_until_success(api):
+    first = (await push(api, {})).json()
+    (job,) = await fetch(api)
+    await api.http.post(f"/v1/jobs/{job['jid']}/fail", json={"lease": job["lease"]})
+    assert (await push(api, {})).json()["existing_jid"] == first["jid"]
+
+
+async def test_dead_releases_the_lock(api):
+    await push(api, {}, retry=-1)
+    (job,) = await fetch(api)
+    await api.http.post(f"/v1/jobs/{job['jid']}/fail", json={"lease": job["lease"]})
+    assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json()["state"] == "dead"
+    assert (await push(api, {})).status_code == 201
+    # Retried by an operator, the dead job runs without its lock (the key is held again).
+    r = await api.http.post(f"/v1/jobs/{job['jid']}/retry")
+    assert r.status_code < 300, r.text
+    assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json()["state"] == "available"
+
+
+async def test_the_time_bound_counts_from_at(api):
+    at = api.clock.now() + timedelta(seconds=100)
+    first = (await push(api, {"for": 60}, at=at.isoformat())).json()
+    api.clock.advance(150)  # due, but at + 60 s not passed
+    assert (await push(api, {"for": 60}, at=at.isoformat())).status_code == 409
+    api.clock.advance(11)
+    second = await push(api, {"for": 60})
+    assert second.status_code == 201 and second.json()["jid"] != first["jid"]
+    # The first job is still there; it no longer holds the key.
+    assert (await api.http.get(f"/v1/jobs/{first['jid']}")).json()["state"] == "scheduled"
+    assert (await push(api, {"for": 60})).json()["existing_jid"] == second.json()["jid"]
+
+
+async def test_expiry_releases_the_lock(api):
+    first = (await push(api, {}, expires_in=30)).json()
+    api.clock.advance(31)
+    assert (await api.maintain())["expired"] == 1
+    assert (await api.http.get(f"/v1/jobs/{first['jid']}")).json()["state"] == "expired"
+    assert (await push(api, {})).status_code == 201
+
+
+async def test_a_batch_reports_conflicts_per_item_and_stores_the_rest(api, database_url):
+    holder = (await push(api, {"key": "k1"})).json()
+    jobs = [
+        {"jobtype": "a", "unique": {"key": "k1"}},
+        {"jobtype": "b", "unique": {"key": "k1b"}},
+        {"jobtype": "c"},
+        {"jobtype": "d", "unique": {"key": "k1", "on_conflict": "existing"}},
+    ]
+    # Two items with one key are the batch's own error: nothing stored.
+    bad = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["loc"] == "jobs.3.unique"
+    assert await count_jobs(database_url) == 1
+    jobs[3]["unique"]["key"] = "k1b-other"
+    jobs.append({"jobtype": "e", "unique": {"key": "k1", "on_conflict": "replace"}, "args": [9]})
+    del jobs[0]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert r.status_code == 201
+    body = r.json()
+    assert body["created"] == 3
+    assert body["jids"][3] == holder["jid"] and body["jobs"][3]["args"] == [9]
+    assert body["conflicts"] == [
+        {"index": 3, "existing_jid": holder["jid"], "on_conflict": "replace"}
+    ]
+    again = await api.http.post(
+        "/v1/jobs/batch",
+        json={"jobs": [jobs[0], {"jobtype": "f"}]},
+        headers={"Prefer": "return=minimal"},
+    )
+    short = again.json()
+    assert short["created"] == 1 and short["jids"][0] == body["jids"][0]
+    assert short["conflicts"] == [
+        {"index": 0, "existing_jid": body["jids"][0], "on_conflict": "reject"}
+    ]
+    assert "jobs" not in short
+
+
+async def test_an_existing_jid_with_a_unique_lock_answers_the_stored_job(api):
+    first = await push(api, {"key": "x1"}, jid="fixed-jid-1")
+    again = await push(api, {"key": "x1"}, jid="fixed-jid-1")
+    assert first.status_code == 201 and again.status_code == 201
+    assert again.json()["created"] is False and again.json()["jid"] == "fixed-jid-1"
+
+
+async def test_concurrent_pushes_in_one_process_store_one(api, database_url):
+    answers = await asyncio.gather(*(push(api, {"on_conflict": "existing"}) for _ in range(50)))
+    jids = {a.json()["jid"] for a in answers}
+    assert len(jids) == 1
+    assert sorted(a.status_code for a in answers) == [200] * 49 + [201]
+    rows = await sql(database_url, "SELECT jid FROM werk_jobs")
+    assert [r["jid"] for r in rows] == list(jids)
+
+
+async def test_invalid_unique_requests_are_refused(api, database_url):
+    for unique in (
+        {"key": "a", "by": ["args.0"]},
+        {"until": "never"},
+        {"on_conflict": "merge"},
+        {"for": 0},
+        {"by": ["kwargs.0"]},
+        {"key": ""},
+        {"extra": 1},
+    ):
+        r = await push(api, unique)
+        assert r.status_code == 422, unique
+    r = await api.http.post(
+        "/v1/jobs",
+        json={"jobtype": "a", "expires_in": 5, "expires_at": "2030-01-01T00:00:00Z"},
+    )
+    assert r.status_code == 422
+    assert await count_jobs(database_url) == 0
