@@ -37,6 +37,7 @@ type Worker struct {
 	WID           string        // default: a new random id
 	Labels        []string      // default ["go"]
 	IgnoreSignals bool          // do not stop on SIGTERM/SIGINT
+	NoBatchAck    bool          // ack each job in a request of its own instead of together
 	Logger        *log.Logger   // default: log.Default()
 
 	handlers map[string]Handler
@@ -51,6 +52,7 @@ type Worker struct {
 	fetchStop context.CancelFunc
 
 	processed, failed int
+	acks              *ackBatcher
 }
 
 type runningJob struct {
@@ -185,6 +187,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.stopCh = make(chan struct{})
 	w.stopOnce = sync.Once{}
 	w.graceCut = -1
+	w.acks = nil
+	if !w.NoBatchAck {
+		w.acks = &ackBatcher{client: w.Client}
+	}
 	w.mu.Unlock()
 
 	if !w.IgnoreSignals {
@@ -432,9 +438,16 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 	if !r.claim() {
 		return
 	}
-	if err := w.Client.Ack(context.Background(), r.job.JID, r.job.LeaseToken()); err != nil {
+	if w.acks == nil {
+		if err := w.Client.Ack(context.Background(), r.job.JID, r.job.LeaseToken()); err != nil {
+			w.reportSettle(r, err)
+			return
+		}
+	} else if acked, err := w.acks.ack(r.job.JID, r.job.LeaseToken()); err != nil {
 		w.reportSettle(r, err)
 		return
+	} else if !acked {
+		return // the lease was no longer ours: the job is someone else's now
 	}
 	w.mu.Lock()
 	w.processed++

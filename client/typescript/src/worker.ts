@@ -1,5 +1,6 @@
 import { hostname as osHostname } from "node:os";
 
+import { AckBatcher } from "./acks.js";
 import { Client, type ClientOptions, newJid } from "./client.js";
 import { JobNotFound, LeaseLost, WerkError } from "./errors.js";
 import type { FetchedJob, WorkerState } from "./types.js";
@@ -42,6 +43,8 @@ export interface WorkerOptions extends ClientOptions {
   onError?: (error: unknown, job?: FetchedJob) => void;
   /** Use this client instead of building one from `url`/`token`. */
   client?: Client;
+  /** Ack completed jobs together, one request per batch (default true); false: one per job. */
+  batchAck?: boolean;
 }
 
 interface Running {
@@ -74,6 +77,7 @@ export class Worker {
   private readonly labels: string[];
   private readonly handleSignals: boolean;
   private readonly onError: (error: unknown, job?: FetchedJob) => void;
+  private readonly acks: AckBatcher | undefined;
   private readonly running = new Map<string, Running>();
   private stateValue: WorkerState = "running";
   private stopping = false;
@@ -96,6 +100,7 @@ export class Worker {
     this.labels = options.labels ?? ["node"];
     this.handleSignals = options.handleSignals ?? true;
     this.onError = options.onError ?? ((error, job) => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error));
+    this.acks = options.batchAck === false ? undefined : new AckBatcher(this.client);
     for (const [jobtype, handler] of Object.entries(options.handlers ?? {})) this.register(jobtype, handler);
   }
 
@@ -255,7 +260,11 @@ export class Worker {
     clearTimeout(entry.extendTimer);
     if (outcome.ok) {
       try {
-        await this.client.ack(job.jid, job.lease);
+        if (this.acks === undefined) await this.client.ack(job.jid, job.lease);
+        else if (!(await this.acks.ack(job.jid, job.lease))) {
+          entry.lost = true; // the lease was no longer ours: the job is someone else's now
+          return;
+        }
         this.processed++;
       } catch (error) {
         this.reportSettleError(error, entry);
