@@ -32,6 +32,12 @@ BATCH = 1000
 SETTLE_MS = 1000
 
 
+# The processed row's settings are the best of a sweep on the reference machine (drain 10,000
+# no-op jobs): PgQueuer batch_size 10 / 100 / 500 / 1,000, pg-boss localConcurrency 1 / 2 / 4 / 8
+# (batchSize 100), Graphile Worker concurrency 10 / 24 / 50 (localQueue 500), Werk concurrency
+# 50 / 200.
+
+
 @dataclass
 class Peer:
     name: str
@@ -62,18 +68,18 @@ PEERS = [
     _werk("werk-go"),
     Peer(
         "pgqueuer",
-        work={"batch_size": 100},
+        work={"batch_size": 1000},
         latency={"batch_size": 10},
-        setting="QueueManager batch_size 100",
+        setting="QueueManager batch_size 1000",
         database="pgqueuer",
         reset_sql="TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics",
         left_sql="SELECT count(*) FROM pgqueuer",
     ),
     Peer(
         "pg-boss",
-        work={"batchSize": 100, "localConcurrency": 2, "burstWhenBatchFull": True},
+        work={"batchSize": 100, "localConcurrency": 4, "burstWhenBatchFull": True},
         latency={"localConcurrency": 2},
-        setting="work() batchSize 100, localConcurrency 2, burstWhenBatchFull",
+        setting="work() batchSize 100, localConcurrency 4, burstWhenBatchFull",
         database="pgboss",
         reset_sql="TRUNCATE pgboss.job",
         left_sql="SELECT count(*) FROM pgboss.job WHERE state <> 'completed'",
