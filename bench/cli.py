@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import floor, instructions, procstat, report, scenarios, sdk
+from bench.peers import harness as peers_harness
 from bench.scenarios import Context
 from bench.target import REPO, Db, Target, resolve_database, start_server
 
 ORDER = [
-    "livez", "push-single", "push-batch", "work", "sdk", "latency", "idle", "floor", "backlog",
-    "inflight", "churn",
+    "livez", "push-single", "push-batch", "work", "sdk", "peers", "latency", "idle", "floor",
+    "backlog", "inflight", "churn",
 ]  # fmt: skip
-NEEDS_DB = {"backlog", "churn", "explain", "floor", "inflight", "sdk"}
+NEEDS_DB = {"backlog", "churn", "explain", "floor", "inflight", "peers", "sdk"}
 
 TARGETS = {
     # name -> (metric, comparison, bar)
@@ -46,9 +47,10 @@ def _fmt(x: float) -> str:
 
 
 class Runner:
-    def __init__(self, ctx: Context, out: dict[str, Any]) -> None:
+    def __init__(self, ctx: Context, out: dict[str, Any], peers: list[str] | None = None) -> None:
         self.ctx = ctx
         self.out = out
+        self.peer_names = peers or peers_harness.NAMES
 
     def record(self, result: dict[str, Any], line: str) -> None:
         self.out["results"].append(result)
@@ -266,6 +268,11 @@ class Runner:
             },
             sdk.target_table(rows),
         )
+
+    async def peers(self) -> None:
+        """Werk's TypeScript and Go clients and the PostgreSQL queues users would choose instead,
+        each through its own library (see bench/peers)."""
+        await peers_harness.run(self.ctx, self.peer_names, self.record)
 
     async def latency(self) -> None:
         c = self.ctx
@@ -597,6 +604,13 @@ def _parser() -> argparse.ArgumentParser:
         help="sample what the server's database sessions wait on, every 20 ms of each run "
         "(pg_stat_activity; --no-sample-waits measures what the sampling costs)",
     )
+    r.add_argument(
+        "--peers",
+        nargs="+",
+        choices=peers_harness.NAMES,
+        default=peers_harness.NAMES,
+        help="peers: which of them (werk-ts and werk-go are Werk's own clients)",
+    )
     r.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     r.add_argument("--note", default="", help="free text stored in the result file")
     sm = sub.add_parser("summary", help="Markdown table of result files (default: bench/results)")
@@ -717,7 +731,7 @@ async def _run_one(args: argparse.Namespace, names: list[str], workers: int | No
         f"pg {pg.get('server_version')}",
         flush=True,
     )
-    runner = Runner(ctx, out)
+    runner = Runner(ctx, out, args.peers)
     folder = args.out / "quick" if args.quick else args.out
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())

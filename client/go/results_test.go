@@ -3,6 +3,10 @@ package werk
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -69,5 +73,57 @@ func TestWorkerSendsTheResultAHandlerSets(t *testing.T) {
 	<-done
 	if err != nil || got.State != "completed" || string(got.Result) != `{"answer":42}` {
 		t.Fatalf("result: %v %+v (%s)", err, got, got.Result)
+	}
+}
+
+func TestWorkerBatchedAcksCarryResultsAndDropOnlyARefusedOne(t *testing.T) {
+	c := testClient(t)
+	counter := &countingTransport{next: c.HTTP.Transport}
+	c.HTTP = &http.Client{Transport: counter}
+	ctx := context.Background()
+	queue := uniqueQueue("go-rb")
+	specs := make([]JobSpec, 30)
+	for i := range specs {
+		specs[i] = JobSpec{JobType: "report", Args: []any{i}, Queue: queue, KeepResultFor: 60}
+	}
+	pushed, err := c.PushMany(ctx, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := quietWorker(c, queue)
+	w.Concurrency = 30
+	w.Register("report", func(ctx context.Context, job *Job) error {
+		n := int(job.Args[0].(float64))
+		if n == 7 { // over the server's result limit (64 KiB): refused, the job completes without it
+			job.SetResult(strings.Repeat("x", 70_000))
+		} else {
+			job.SetResult(map[string]int{"n": n})
+		}
+		return nil
+	})
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	got := make([]*JobResult, len(pushed.Jobs))
+	for i, job := range pushed.Jobs {
+		if got[i], err = c.Result(ctx, job.JID, 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Stop()
+	<-done
+	if atomic.LoadInt32(&counter.batch) == 0 {
+		t.Fatal("no batched ack")
+	}
+	for i, r := range got {
+		want := fmt.Sprintf(`{"n":%d}`, i)
+		if i == 7 {
+			want = "null"
+		}
+		if r.State != "completed" || string(r.Result) != want {
+			t.Fatalf("job %d: %s %s, want %s", i, r.State, r.Result, want)
+		}
+	}
+	if w.Processed() != 30 {
+		t.Fatalf("processed %d", w.Processed())
 	}
 }

@@ -38,6 +38,7 @@ type Worker struct {
 	WID           string        // default: a new random id
 	Labels        []string      // default ["go"]
 	IgnoreSignals bool          // do not stop on SIGTERM/SIGINT
+	NoBatchAck    bool          // ack each job in a request of its own instead of together
 	Logger        *log.Logger   // default: log.Default()
 
 	handlers map[string]Handler
@@ -52,6 +53,7 @@ type Worker struct {
 	fetchStop context.CancelFunc
 
 	processed, failed int
+	acks              *ackBatcher
 }
 
 type runningJob struct {
@@ -186,6 +188,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.stopCh = make(chan struct{})
 	w.stopOnce = sync.Once{}
 	w.graceCut = -1
+	w.acks = nil
+	if !w.NoBatchAck {
+		w.acks = &ackBatcher{client: w.Client}
+	}
 	w.mu.Unlock()
 
 	if !w.IgnoreSignals {
@@ -433,9 +439,11 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 	if !r.claim() {
 		return
 	}
-	if err := w.ack(r.job); err != nil {
+	if acked, err := w.ack(r.job); err != nil {
 		w.reportSettle(r, err)
 		return
+	} else if !acked {
+		return // the lease was no longer ours: the job is someone else's now
 	}
 	w.mu.Lock()
 	w.processed++
@@ -506,20 +514,44 @@ func (w *Worker) reportSettle(r *runningJob, err error) {
 
 // ack acks the job with the result its handler set; a result the server refuses (too large, not
 // storable) is logged and the job acked without it, so it does not run again.
-func (w *Worker) ack(job *Job) error {
+func (w *Worker) ack(job *Job) (bool, error) {
+	result := job.result
+	if result != nil {
+		if _, err := json.Marshal(result); err != nil {
+			w.Logger.Printf("werk worker %s: job %s: its result is not JSON (%v); acking without it", w.WID, job.JID, err)
+			result = nil
+		}
+	}
+	if w.acks != nil {
+		acked, err := w.acks.ack(job.JID, job.LeaseToken(), result)
+		if !refusedBody(err) {
+			return acked, err
+		}
+		// One refused result refuses its whole batch: each job of it acks on its own, where
+		// only the refused result is dropped.
+	}
+	return true, w.ackOne(job, result)
+}
+
+// ackOne acks in a request of its own; a result the server refuses is dropped so the job does
+// not run again.
+func (w *Worker) ackOne(job *Job, result any) error {
 	ctx := context.Background()
-	if job.result == nil {
+	if result == nil {
 		return w.Client.Ack(ctx, job.JID, job.LeaseToken())
 	}
-	if _, err := json.Marshal(job.result); err != nil {
-		w.Logger.Printf("werk worker %s: job %s: its result is not JSON (%v); acking without it", w.WID, job.JID, err)
-		return w.Client.Ack(ctx, job.JID, job.LeaseToken())
-	}
-	err := w.Client.AckResult(ctx, job.JID, job.LeaseToken(), job.result)
-	var werr *Error
-	if errors.As(err, &werr) && (werr.Code == "result_too_large" || werr.Code == "invalid_request") {
-		w.Logger.Printf("werk worker %s: job %s: the server refused its result (%s); acking without it", w.WID, job.JID, werr.Code)
+	err := w.Client.AckResult(ctx, job.JID, job.LeaseToken(), result)
+	if refusedBody(err) {
+		w.Logger.Printf("werk worker %s: job %s: the server refused its result (%v); acking without it", w.WID, job.JID, err)
 		return w.Client.Ack(ctx, job.JID, job.LeaseToken())
 	}
 	return err
+}
+
+// refusedBody: the server refused what an ack carried (a result too large or not storable, or a
+// batch too big).
+func refusedBody(err error) bool {
+	var werr *Error
+	return errors.As(err, &werr) &&
+		(werr.Code == "result_too_large" || werr.Code == "invalid_request" || werr.Code == "payload_too_large")
 }

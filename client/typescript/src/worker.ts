@@ -1,5 +1,6 @@
 import { hostname as osHostname } from "node:os";
 
+import { AckBatcher } from "./acks.js";
 import { Client, type ClientOptions, newJid } from "./client.js";
 import { JobNotFound, LeaseLost, WerkError } from "./errors.js";
 import type { FetchedJob, WorkerState } from "./types.js";
@@ -42,6 +43,8 @@ export interface WorkerOptions extends ClientOptions {
   onError?: (error: unknown, job?: FetchedJob) => void;
   /** Use this client instead of building one from `url`/`token`. */
   client?: Client;
+  /** Ack completed jobs together, one request per batch (default true); false: one per job. */
+  batchAck?: boolean;
 }
 
 interface Running {
@@ -74,6 +77,7 @@ export class Worker {
   private readonly labels: string[];
   private readonly handleSignals: boolean;
   private readonly onError: (error: unknown, job?: FetchedJob) => void;
+  private readonly acks: AckBatcher | undefined;
   private readonly running = new Map<string, Running>();
   private stateValue: WorkerState = "running";
   private stopping = false;
@@ -96,6 +100,7 @@ export class Worker {
     this.labels = options.labels ?? ["node"];
     this.handleSignals = options.handleSignals ?? true;
     this.onError = options.onError ?? ((error, job) => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error));
+    this.acks = options.batchAck === false ? undefined : new AckBatcher(this.client);
     for (const [jobtype, handler] of Object.entries(options.handlers ?? {})) this.register(jobtype, handler);
   }
 
@@ -254,7 +259,10 @@ export class Worker {
     clearTimeout(entry.extendTimer);
     if (outcome.ok) {
       try {
-        await this.ackWithResult(job.jid, job.lease, sendable(outcome.value));
+        if (!(await this.ackCompleted(job.jid, job.lease, sendable(outcome.value)))) {
+          entry.lost = true; // the lease was no longer ours: the job is someone else's now
+          return;
+        }
         this.processed++;
       } catch (error) {
         this.reportSettleError(error, entry);
@@ -264,13 +272,29 @@ export class Worker {
     }
   }
 
+  /**
+   * Ack a completed job with its handler's result: false when the lease was no longer ours. Batched,
+   * one refused result refuses its whole batch, so each job of that batch then acks on its own,
+   * where only the refused result is dropped.
+   */
+  private async ackCompleted(jid: string, lease: string, result: unknown): Promise<boolean> {
+    if (this.acks !== undefined) {
+      try {
+        return await this.acks.ack(jid, lease, result);
+      } catch (error) {
+        if (!refusedBody(error)) throw error;
+      }
+    }
+    await this.ackWithResult(jid, lease, result);
+    return true;
+  }
+
   /** Ack with the handler's result; a result the server refuses is dropped so the job does not run again. */
   private async ackWithResult(jid: string, lease: string, result: unknown): Promise<void> {
     try {
       await this.client.ack(jid, lease, result);
     } catch (error) {
-      const refused = error instanceof WerkError && (error.code === "result_too_large" || error.code === "invalid_request");
-      if (!refused || result === undefined) throw error;
+      if (!refusedBody(error) || result === undefined) throw error;
       console.error(`werk: job ${jid}: the server refused its result (${error.code}); acking without it`);
       await this.client.ack(jid, lease);
     }
@@ -383,6 +407,14 @@ function describe(error: unknown): { errtype: string; message: string; backtrace
     return { errtype: error.name || "Error", message: error.message, backtrace: lines.slice(0, 50) };
   }
   return { errtype: typeof error, message: String(error), backtrace: [] };
+}
+
+/** The server refused what an ack carried (a result too large or not storable, or a batch too big). */
+function refusedBody(error: unknown): error is WerkError {
+  return (
+    error instanceof WerkError &&
+    (error.code === "result_too_large" || error.code === "invalid_request" || error.code === "payload_too_large")
+  );
 }
 
 /** A handler's return value as the job's result: only what JSON carries (else undefined: none). */

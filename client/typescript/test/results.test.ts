@@ -54,4 +54,32 @@ describe("Job results", () => {
     assert.equal(none.state, "completed");
     assert.equal(none.result, null);
   });
+
+  it("carries each handler's result in batched acks, and drops only a result the server refuses", async () => {
+    const queue = uniqueQueue();
+    const pushed = await client.pushMany(
+      Array.from({ length: 30 }, (_, i) => ({ jobtype: "report", args: [i], queue, keep_result_for: 60 })),
+    );
+    const own = new Client({ url: URL_ });
+    const sent = { batches: 0, single: 0 };
+    const ack = own.ack.bind(own);
+    const ackMany = own.ackMany.bind(own);
+    own.ack = (jid, lease, result) => (sent.single++, ack(jid, lease, result));
+    own.ackMany = (acks) => (sent.batches++, ackMany(acks));
+    const errors: unknown[] = [];
+    const worker = new Worker({ client: own, queues: [queue], concurrency: 30, fetchWait: 1, handleSignals: false, onError: (e) => errors.push(e) });
+    // Job 7's result is over the server's result limit (64 KiB): refused, so its job completes without it.
+    worker.register("report", (args) => (args[0] === 7 ? "x".repeat(70_000) : { n: args[0] }));
+    const running = worker.run();
+    const results = await Promise.all(pushed.jobs.map((job) => client.result(job.jid, { wait: 20 })));
+    worker.stop();
+    await running;
+    assert.deepEqual(errors, []);
+    assert.ok(sent.batches > 0, "acked in batches");
+    results.forEach((got, i) => {
+      assert.equal(got.state, "completed", `job ${i}`);
+      assert.deepEqual(got.result, i === 7 ? null : { n: i }, `job ${i}`);
+    });
+    assert.equal(worker.processed, 30);
+  });
 });

@@ -37,6 +37,48 @@ describe("Worker", () => {
     assert.equal((await client.fetch({ queues: [queue], wid: "probe" })).length, 0);
   });
 
+  it("acks jobs that complete together in one request, and each only once the server confirmed it", async () => {
+    const queue = uniqueQueue();
+    await client.pushMany(Array.from({ length: 60 }, (_, i) => ({ jobtype: "noop", args: [i], queue })));
+    const own = new Client({ url: URL_ });
+    const requests = { single: 0, batch: 0, acked: 0 };
+    const ack = own.ack.bind(own);
+    const ackMany = own.ackMany.bind(own);
+    own.ack = (jid, lease) => (requests.single++, ack(jid, lease));
+    own.ackMany = async (acks) => {
+      requests.batch++;
+      const result = await ackMany(acks);
+      requests.acked += result.acked.length;
+      return result;
+    };
+    const worker = new Worker({ ...quietErrors, client: own, queues: [queue], concurrency: 60, fetchWait: 1 });
+    worker.register("noop", () => undefined);
+    const running = worker.run();
+    await eventually(() => worker.processed === 60, 20_000, "60 jobs acked");
+    worker.stop();
+    await running;
+    assert.equal(requests.single, 0);
+    assert.equal(requests.acked, 60, "processed counts only what the server confirmed");
+    assert.ok(requests.batch < 60, `${requests.batch} ack requests for 60 jobs`);
+    assert.equal((await client.fetch({ queues: [queue], wid: "probe" })).length, 0);
+  });
+
+  it("acks one request per job with batchAck false", async () => {
+    const queue = uniqueQueue();
+    await client.pushMany(Array.from({ length: 5 }, (_, i) => ({ jobtype: "noop", args: [i], queue })));
+    const own = new Client({ url: URL_ });
+    let single = 0;
+    const ack = own.ack.bind(own);
+    own.ack = (jid, lease) => (single++, ack(jid, lease));
+    const worker = new Worker({ ...quietErrors, client: own, batchAck: false, queues: [queue], fetchWait: 1 });
+    worker.register("noop", () => undefined);
+    const running = worker.run();
+    await eventually(() => worker.processed === 5, 20_000, "5 jobs acked");
+    worker.stop();
+    await running;
+    assert.equal(single, 5);
+  });
+
   it("fails a job whose handler throws, with the error's type, message and backtrace", async () => {
     const queue = uniqueQueue();
     const job = await client.push({ jobtype: "boom", queue, retry: 3 });

@@ -14,6 +14,7 @@ sys.path.insert(0, sys.argv[1])
 from werk_oag import ApiClient, Configuration, JobsApi, SystemApi, WorkApi
 from werk_oag.exceptions import ApiException
 from werk_oag.models import (
+    Ack,
     Extend,
     FailReport,
     Fetch,
@@ -21,7 +22,6 @@ from werk_oag.models import (
     Job,
     JobBatchPush,
     JobPush,
-    Lease,
     Problem,
     PushedJob,
 )
@@ -67,9 +67,9 @@ assert len(fetched.jobs) == 3 and all(isinstance(j, FetchedJob) for j in fetched
 first, second, _ = fetched.jobs
 assert first.state == "active" and first.lease
 
-acked = work.work_ack_with_http_info(first.jid, Lease(lease=first.lease))
+acked = work.work_ack_with_http_info(first.jid, Ack(lease=first.lease))
 assert acked.status_code == 204, acked
-problem(lambda: work.work_ack(second.jid, Lease(lease="not-the-lease")), 409, "lease_lost")
+problem(lambda: work.work_ack(second.jid, Ack(lease="not-the-lease")), 409, "lease_lost")
 
 extended = work.work_extend(second.jid, Extend(lease=second.lease, progress={"step": 1}))
 assert extended.jid == second.jid and extended.lease_expires_at, extended

@@ -12,7 +12,7 @@ sys.path.insert(0, sys.argv[1])
 from werk_api import Client
 from werk_api.api.jobs import jobs_get, jobs_push
 from werk_api.api.work import work_ack, work_fail, work_fetch
-from werk_api.models import FailReport, Fetch, Fetched, Job, JobPush, Lease, Problem, PushedJob
+from werk_api.models import Ack, FailReport, Fetch, Fetched, Job, JobPush, Problem, PushedJob
 
 client = Client(base_url=sys.argv[2], raise_on_unexpected_status=True)
 queue = f"gen-py-{uuid.uuid4().hex[:8]}"
@@ -29,12 +29,12 @@ assert isinstance(fetched, Fetched) and len(fetched.jobs) == 2, fetched
 first, other = fetched.jobs
 assert first.state == "active" and isinstance(first.lease, str)
 
-acked = work_ack.sync_detailed(first.jid, client=client, body=Lease(lease=first.lease))
+acked = work_ack.sync_detailed(first.jid, client=client, body=Ack(lease=first.lease))
 assert acked.status_code == 204, acked
 
-stale = work_ack.sync(first.jid, client=client, body=Lease(lease=first.lease))
+stale = work_ack.sync(first.jid, client=client, body=Ack(lease=first.lease))
 assert isinstance(stale, Problem) and stale.code == "lease_lost" and stale.status == 409, stale
-lost = work_ack.sync(other.jid, client=client, body=Lease(lease="not-the-lease"))
+lost = work_ack.sync(other.jid, client=client, body=Ack(lease="not-the-lease"))
 assert isinstance(lost, Problem) and lost.code == "lease_lost" and lost.status == 409, lost
 
 failed = work_fail.sync(
