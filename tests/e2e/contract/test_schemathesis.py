@@ -81,8 +81,9 @@ def _config(url: str, secured: bool) -> schemathesis.Config:
 
 
 def _precise(document: dict[str, Any]) -> dict[str, Any]:
-    """The document with args, custom and progress as the schema their description (JSON_LIMITS)
-    puts in words: recursive, so the document itself keeps it out of generators' way."""
+    """The document with args, custom, progress and results as the schema their description
+    (JSON_LIMITS) puts in words: recursive, so the document itself keeps it out of generators'
+    way."""
     value = {"$ref": "#/components/schemas/JsonValue"}
     obj = {"type": "object", "additionalProperties": value, "propertyNames": {"pattern": NO_NUL}}
     schemas = document["components"]["schemas"]
@@ -99,6 +100,8 @@ def _precise(document: dict[str, Any]) -> dict[str, Any]:
     schemas["JobPush"]["properties"]["args"]["items"] = value
     schemas["JobPush"]["properties"]["custom"].update(obj)
     schemas["Extend"]["properties"]["progress"]["allOf"] = [value]
+    for body in ("Ack", "AckItem"):
+        schemas[body]["properties"]["result"]["allOf"] = [value]
     return document
 
 
