@@ -122,7 +122,10 @@ async def test_slow_connections_are_closed_while_pushes_succeed(werk_server_fact
 
     assert [a.status_code for a in answers] == [201] * PUSHES
     # Each slow connection was closed by its deadline, not before and not much after it.
-    assert all(TIMEOUT * 0.9 <= seconds <= TIMEOUT + SLACK for seconds, _ in closed)
+    outside = sorted(s for s, _ in closed if not TIMEOUT * 0.9 <= s <= TIMEOUT + SLACK)
+    assert not outside, (
+        f"{len(outside)} closed outside the deadline: {outside[:5]} ... {outside[-5:]}"
+    )
     assert {received for _, received in closed[:SILENT]} == {b""}
     for _, received in closed[SILENT : SILENT + HALF_HEAD]:
         assert "head" in str(_timed_out(received)["detail"])
