@@ -44,14 +44,19 @@ def _allow_open_files(n: int) -> None:
 class Slow:
     """A raw connection that sent ``data`` and then nothing more."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, opened: float
+    ) -> None:
         self.reader, self.writer = reader, writer
-        self.opened = time.monotonic()
+        self.opened = opened
 
     @classmethod
     async def open(cls, port: int, data: bytes = b"") -> Slow:
+        # Timed from before the connect: the server cannot have accepted it earlier, however
+        # late this process gets to run once it is connected.
+        opened = time.monotonic()
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        slow = cls(reader, writer)
+        slow = cls(reader, writer, opened)
         if data:
             writer.write(data)
             await writer.drain()
@@ -96,17 +101,22 @@ async def test_slow_connections_are_closed_while_pushes_succeed(werk_server_fact
             "WERK_MAX_CONNECTIONS": "3000",
         }
     )
-    silent = [await Slow.open(server.port) for _ in range(SILENT)]
-    half_head = [
-        await Slow.open(server.port, b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConte")
-        for _ in range(HALF_HEAD)
-    ]
-    half_body = [
-        await Slow.open(server.port, PUSH_HEAD + b'{"jobtype": "half"') for _ in range(HALF_BODY)
-    ]
-    closing = [
-        asyncio.create_task(s.until_closed(TIMEOUT + SLACK)) for s in silent + half_head + half_body
-    ]
+    # Each connection's wait for its close starts as it opens (opening a thousand takes a while
+    # on a loaded machine).
+    slow: list[Slow] = []
+    closing: list[asyncio.Task[tuple[float, bytes]]] = []
+
+    async def open_slow(data: bytes = b"") -> None:
+        conn = await Slow.open(server.port, data)
+        slow.append(conn)
+        closing.append(asyncio.create_task(conn.until_closed(TIMEOUT + SLACK)))
+
+    for _ in range(SILENT):
+        await open_slow()
+    for _ in range(HALF_HEAD):
+        await open_slow(b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConte")
+    for _ in range(HALF_BODY):
+        await open_slow(PUSH_HEAD + b'{"jobtype": "half"')
     try:
         async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=10)) as http:
             answers = await asyncio.gather(
@@ -117,8 +127,8 @@ async def test_slow_connections_are_closed_while_pushes_succeed(werk_server_fact
             )
         closed = await asyncio.gather(*closing)
     finally:
-        for s in silent + half_head + half_body:
-            s.close()
+        for conn in slow:
+            conn.close()
 
     assert [a.status_code for a in answers] == [201] * PUSHES
     # Each slow connection was closed by its deadline, not before and not much after it.
