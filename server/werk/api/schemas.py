@@ -43,7 +43,7 @@ JidInPath = Annotated[
 
 
 class StrictBody(BaseModel):
-    """A request body of required fields only: strict, no unknown keys."""
+    """A request body whose optional fields, if any, default to null: strict, no unknown keys."""
 
     model_config = STRICT
 
@@ -233,7 +233,9 @@ _RESULT = (
 )
 
 
-class Ack(RequestBody):
+# Its one optional field defaults to null: a StrictBody needs no validator for "null means
+# not given".
+class Ack(StrictBody):
     lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
     result: Json = Field(None, description=_RESULT)
 

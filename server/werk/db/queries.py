@@ -193,7 +193,7 @@ async def ack_jobs(
     statements."""
     # The mappings go to jsonb parameters: the pool's codec writes each with one orjson call.
     row: Any = await db.fetchrow(
-        sql("job_ack"), now, leases, keep_completed, _shard(), by_worker or {}, results or {}
+        sql("job_ack"), now, leases, keep_completed, _shard(), by_worker or {}, results or None
     )
     return set(row["done"]), set(row["kept"])
 

@@ -114,6 +114,8 @@ class SettleService:
     def _settled(self, jids: Sequence[str], outcomes: Sequence[Acked]) -> None:
         """Wake whoever waits for the results of the jobs completed (None: not completed)."""
         kept = True in outcomes  # (one scan in C; usually no job is kept)
+        if not kept and not self._hub.waiting_for_results:
+            return
         self._hub.jobs_settled(
             (jid for jid, ok in zip(jids, outcomes, strict=True) if ok is False),
             readable=[jid for jid, ok in zip(jids, outcomes, strict=True) if ok] if kept else (),

@@ -31,8 +31,11 @@ def failure_view(r: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
+_COMPLETED = JobState.COMPLETED.value
+
+
 def _completed_at(r: Mapping[str, Any]) -> Any:
-    return r["finished_at"] if r["state"] == JobState.COMPLETED else None
+    return r["finished_at"] if r["state"] == _COMPLETED else None
 
 
 def result_view(r: Mapping[str, Any]) -> dict[str, Any]:

@@ -176,6 +176,11 @@ class WakeHub:
             if not waiting:
                 del self._result_waiters[jid]
 
+    @property
+    def waiting_for_results(self) -> bool:
+        """True while a request in this process waits for a job's result."""
+        return bool(self._result_waiters)
+
     def jobs_settled(self, jids: Iterable[str], *, readable: Iterable[str] = ()) -> None:
         """Jobs left their unsettled states here: wake the requests in this process waiting for
         their results, and tell the other nodes (if any listen) about those still ``readable``
