@@ -213,7 +213,7 @@ async def fail_job(
 ) -> Any | None:
     """The attempt is named by its lease, or (lease None) by the worker holding it."""
     return await db.fetchrow(
-        sql("job_fail"),
+        sql("job_fail", discarded="job_discard"),
         now,
         jid,
         lease,
@@ -282,7 +282,13 @@ async def release_orphans(
     limit: int,
 ) -> list[Any]:
     return await db.fetch(
-        sql("job_orphans_release"), now, max_orphans, worker_timeout, limit, _shard(), TIME_MAX
+        sql("job_orphans_release", discarded="job_discard"),
+        now,
+        max_orphans,
+        worker_timeout,
+        limit,
+        _shard(),
+        TIME_MAX,
     )
 
 

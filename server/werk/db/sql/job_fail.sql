@@ -17,11 +17,7 @@ target AS (
       AND (j.lease = $3::uuid OR ($3::uuid IS NULL AND j.wid = $10::text))
     FOR UPDATE
 ),
-discarded AS (
-    DELETE FROM werk_jobs j USING target t
-    WHERE j.jid = t.jid AND t.outcome = 'discard'
-    RETURNING j.jid
-),
+/*discarded*/
 failed AS (
     UPDATE werk_jobs j
     SET state = CASE WHEN t.outcome = 'dead' THEN 'dead' ELSE 'scheduled' END::werk_job_state,

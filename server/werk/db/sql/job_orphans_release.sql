@@ -58,11 +58,7 @@ target AS (
     LIMIT $4
     FOR UPDATE OF j SKIP LOCKED
 ),
-discarded AS (
-    DELETE FROM werk_jobs j USING target t
-    WHERE j.jid = t.jid AND t.outcome = 'discard'
-    RETURNING j.jid
-),
+/*discarded*/
 failed AS (
     UPDATE werk_jobs j
     SET state = CASE WHEN t.outcome = 'dead' THEN 'dead' ELSE 'scheduled' END::werk_job_state,
