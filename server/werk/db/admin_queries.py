@@ -26,9 +26,9 @@ async def set_queue_paused(db: Executor, queue: str, paused: bool) -> bool:
     return bool(row["paused"])
 
 
-async def clear_queue(db: Executor, queue: str, limit: int) -> int:
-    deleted: int = await db.fetchval(sql("queue_clear"), queue, limit)
-    return deleted
+async def clear_queue(db: Executor, queue: str, limit: int) -> list[str]:
+    """Delete up to ``limit`` available jobs of ``queue``; returns their jids."""
+    return [r["jid"] for r in await db.fetch(sql("queue_clear"), queue, limit)]
 
 
 async def list_queues(

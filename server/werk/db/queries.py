@@ -271,9 +271,9 @@ async def promote_due(db: Executor, now: datetime | None, limit: int) -> list[st
 
 
 async def expire_due(db: Executor, now: datetime | None, limit: int) -> list[str]:
-    """Expire waiting jobs whose expires_at has come; returns the queue of each."""
+    """Expire waiting jobs whose expires_at has come; returns their jids."""
     rows = await db.fetch(sql("job_expire"), now, limit, _shard())
-    return [r["queue"] for r in rows]
+    return [r["jid"] for r in rows]
 
 
 async def release_orphans(

@@ -187,6 +187,8 @@ class AdminService:
     def _woken(self, action: str, rows: list[Any]) -> None:
         if action == "retry":
             self._hub.jobs_arrived(counts_by_queue(r["queue"] for r in rows))
+        else:  # killed, cancelled or deleted: their result waiters, on every node, look again
+            self._hub.jobs_settled((), readable=[r["jid"] for r in rows])
 
     # -- workers -------------------------------------------------------------------------
 
