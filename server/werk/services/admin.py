@@ -45,7 +45,8 @@ _APPLIES_TO: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class JobQuery:
-    """Operator-facing filters; ``text`` is a plain substring of errtype or message."""
+    """Operator-facing filters; ``text`` (q) is words, each of which must begin a word of the
+    job's args, custom, errtype or message (case-insensitive)."""
 
     state: str | None = None
     queue: str | None = None
@@ -68,7 +69,7 @@ class JobQuery:
             state=state,
             queue=self.queue,
             jobtype=self.jobtype or None,
-            text_pattern=_contains_pattern(self.text) if self.text else None,
+            words=self.text or None,
             failed=failed,
         )
 
@@ -77,11 +78,6 @@ class JobQuery:
 class JobPage:
     jobs: list[Row]
     next_cursor: str | None
-
-
-def _contains_pattern(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def encode_cursor(row: Row) -> str:
