@@ -79,7 +79,9 @@ async def backlog(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 def statement(name: str) -> str:
     """Statement ``name`` as the server sends it (the pair walk filled in where it is used)."""
-    uses_pairs = name in ("info", "queue_list", "admin_job_list_newest", "admin_job_list_oldest")
+    if name in ("newest", "oldest"):  # the job pages
+        return admin_queries.job_list_sql(newest_first=name == "newest")
+    uses_pairs = name in ("info", "queue_list")
     return sql(name, pairs="queue_state_pairs") if uses_pairs else sql(name)
 
 
@@ -182,7 +184,7 @@ async def test_info_counts_every_state_from_the_indexes(backlog: asyncpg.Connect
 async def test_job_pages_merge_active_and_other_jobs_from_the_indexes(
     backlog: asyncpg.Connection, newest_first: bool
 ) -> None:
-    name = "admin_job_list_newest" if newest_first else "admin_job_list_oldest"
+    name = "newest" if newest_first else "oldest"
     order = "DESC" if newest_first else "ASC"
     for state in (None, "active", "available"):
         for queue in (None, "busy"):
@@ -271,3 +273,38 @@ async def test_bulk_actions_on_a_queue_read_it_through_the_indexes(
         backlog, "cancel", NOW, JobFilter(queue="rare"), jids=None, limit=1000
     )
     assert len(cancelled) == rare["active"] + rare["available"] + rare["scheduled"]
+
+
+@pytest.mark.parametrize("newest_first", [True, False])
+async def test_a_search_reads_the_matching_jobs_from_the_words_index(
+    backlog: asyncpg.Connection, newest_first: bool
+) -> None:
+    """A page searched by q reads the jobs whose words match from werk_jobs_words_idx, custom
+    and generic plan alike: not the whole backlog filtered row by row. Every job that is not
+    available or active gets a customer among 4,999 in its args; the search names one."""
+    await backlog.execute(
+        "UPDATE werk_jobs SET args = jsonb_build_array(jsonb_build_object("
+        "'customer', 'cust' || substr(jid, 9)::int % 4999, 'note', 'nightly run'))"
+        " WHERE state NOT IN ('available', 'active')"
+    )
+    await backlog.execute("ANALYZE werk_jobs")
+    name = "newest" if newest_first else "oldest"
+    for state in ("dead", "completed", None):
+        args = (lit(state), "NULL", "NULL", "'cust1005'", "NULL", "NULL", "NULL", str(PAGE + 1))
+        for plan in await plans(backlog, name, *args):
+            assert_indexed(plan, "werk_jobs_words_idx")
+            if state is not None:  # (available jobs, outside the words index, are walked)
+                assert_reads_at_most(plan, PAIRS * (PAGE + 1) + ACTIVE)
+    expected = await backlog.fetch(
+        'SELECT jid FROM werk_jobs WHERE args @> \'[{"customer": "cust1005"}]\''
+        f" ORDER BY created_at {'DESC' if newest_first else 'ASC'}, jid"
+    )
+    assert 0 < len(expected) < PAGE
+    rows = await admin_queries.list_jobs(
+        backlog,
+        JobFilter(words="cust1005"),
+        newest_first=newest_first,
+        after=None,
+        limit=PAGE,
+    )
+    assert [r["jid"] for r in rows] == [r["jid"] for r in expected]

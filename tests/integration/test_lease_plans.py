@@ -30,7 +30,7 @@ STATEMENTS = {
     "job_extend": f"NULL, 'inflight-1', '{LEASE}', NULL, NULL, false",
     "job_fail": f"NULL, 'inflight-1', '{LEASE}', 'E', 'm', '{{}}', NULL, false, 0, NULL, "
     "'9999-12-31 23:59:59.999999+00'",
-    "job_unclaim": f"'{{inflight-1}}', '{{{LEASE}}}'",
+    "job_unclaim": f"'{{inflight-1}}', '{{{LEASE}}}', true",
 }
 # The parts a statement is composed with (as werk.db.queries does).
 PARTS = {"job_fail": {"discarded": "job_discard"}}

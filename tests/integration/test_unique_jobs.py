@@ -7,6 +7,10 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import asyncpg
+import httpx
+import pytest
+
 from tests.support.helpers import count_jobs, sql
 
 FETCH = {"queues": ["default"], "wid": "w1", "count": 10}
@@ -242,3 +246,109 @@ async def test_invalid_unique_requests_are_refused(api, database_url):
     )
     assert r.status_code == 422
     assert await count_jobs(database_url) == 0
+
+
+async def test_a_fetch_whose_client_left_hands_the_job_back_under_its_lock(
+    werk_server, database_url
+):
+    """A real fetch reserves a job locked until start while its client disconnects: the job
+    comes back with its key, so the same push is still refused."""
+    unique = {"until": "start"}
+    async with httpx.AsyncClient(base_url=werk_server.url, timeout=10) as http:
+        first = await http.post("/v1/jobs", json={"jobtype": "report", "unique": unique})
+        assert first.status_code == 201
+        blocker = await asyncpg.connect(database_url)
+        try:
+            # The fetch's claim waits behind this lock until its client has gone.
+            tx = blocker.transaction()
+            await tx.start()
+            await blocker.execute("LOCK TABLE werk_jobs IN SHARE MODE")
+            fetch = {"queues": ["default"], "wid": "ghost", "count": 1, "wait": 5}
+            async with httpx.AsyncClient(base_url=werk_server.url, timeout=1.0) as ghost:
+                with pytest.raises(httpx.ReadTimeout):
+                    await ghost.post("/v1/fetch", json=fetch)
+            await asyncio.sleep(0.3)  # the server has seen the connection close
+            waiting = await blocker.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE relation = 'werk_jobs'::regclass"
+                " AND NOT granted"
+            )
+            assert waiting >= 1  # the claim is behind the lock, not yet done
+            await tx.commit()
+        finally:
+            await blocker.close()
+        row = None
+        for _ in range(100):  # the claim runs, then its jobs are handed back
+            (row,) = await sql(
+                database_url, "SELECT state, attempt, wid, unique_key FROM werk_jobs"
+            )
+            if row["state"] == "available" and row["attempt"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert row is not None
+        assert (row["state"], row["attempt"], row["wid"]) == ("available", 0, None)
+        assert row["unique_key"] == first.json()["unique"]["key"]
+        again = await http.post("/v1/jobs", json={"jobtype": "report", "unique": unique})
+        assert again.status_code == 409
+        assert again.json()["existing_jid"] == first.json()["jid"]
+        assert await count_jobs(database_url) == 1
+
+
+async def test_a_job_handed_back_after_its_key_was_taken_comes_back_without_it(api, database_url):
+    """While the first job was reserved, the same push stored a second, which keeps the key:
+    both jobs are kept, the first one unlocked; of two handed back together, the older takes
+    the key."""
+    first = (await push(api, {"until": "start"})).json()
+    (taken,) = await fetch(api)
+    second = (await push(api, {"until": "start"})).json()
+    await api.services.claim.hand_back([taken])
+    rows = await sql(database_url, "SELECT jid, state, unique_key FROM werk_jobs ORDER BY seq")
+    assert [(r["jid"], r["state"], r["unique_key"]) for r in rows] == [
+        (first["jid"], "available", None),
+        (second["jid"], "available", second["unique"]["key"]),
+    ]
+    both = await fetch(api)
+    assert [j["jid"] for j in both] == [first["jid"], second["jid"]]
+    await api.services.claim.hand_back(both)
+    rows = await sql(database_url, "SELECT jid, state, unique_key FROM werk_jobs ORDER BY seq")
+    assert [(r["jid"], r["state"], r["unique_key"]) for r in rows] == [
+        (first["jid"], "available", first["unique"]["key"]),
+        (second["jid"], "available", None),
+    ]
+    assert (await push(api, {"until": "start"})).json()["existing_jid"] == first["jid"]
+
+
+async def test_a_push_racing_a_hand_back_keeps_the_key(api, database_url):
+    """A job taking the key commits while the hand-back is writing: the hand-back is written
+    again and brings its job back unlocked, nothing lost and the index never broken."""
+    first = (await push(api, {"until": "start"})).json()
+    (taken,) = await fetch(api)
+    key = first["unique"]["key"]
+    racer = await asyncpg.connect(database_url)
+    try:
+        tx = racer.transaction()
+        await tx.start()
+        await racer.execute(
+            "INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at,"
+            " enqueued_at, unique_key, unique_spec) VALUES ('racer-job', 'report', 'default',"
+            " '[1]', 'available', now(), now(), now(), $1, $2::jsonb)",
+            key,
+            f'{{"key": "{key}", "until": "start", "on_conflict": "reject"}}',
+        )
+        back = asyncio.create_task(api.services.claim.hand_back([taken]))
+        for _ in range(100):  # the hand-back waits on the racer's uncommitted key
+            waiting = await racer.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted"
+            )
+            if waiting:
+                break
+            await asyncio.sleep(0.02)
+        assert waiting
+        await tx.commit()
+        await back
+    finally:
+        await racer.close()
+    rows = await sql(database_url, "SELECT jid, state, unique_key FROM werk_jobs ORDER BY jid")
+    assert [(r["jid"], r["state"], r["unique_key"]) for r in rows] == [
+        (first["jid"], "available", None),
+        ("racer-job", "available", key),
+    ]

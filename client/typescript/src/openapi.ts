@@ -747,7 +747,7 @@ export interface components {
             limit?: number | null;
             /**
              * Q
-             * @description Text contained in errtype or message.
+             * @description Words: a job matches when each word begins a word of its args or custom values (strings, numbers, booleans; not keys), errtype or message, case-insensitively. Scheduled, retrying, dead, completed, expired and cancelled jobs are found through an index; available jobs are read per queue.
              */
             q?: string | null;
             /** Queue */
@@ -2246,7 +2246,7 @@ export interface operations {
                 state?: ("scheduled" | "retrying" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired") | null;
                 queue?: string | null;
                 jobtype?: string | null;
-                /** @description Text in errtype or message. */
+                /** @description Words: a job matches when each word begins a word of its args or custom values (strings, numbers, booleans; not keys), errtype or message, case-insensitively. Scheduled, retrying, dead, completed, expired and cancelled jobs are found through an index; available jobs are read per queue. */
                 q?: string | null;
                 failed?: boolean | null;
                 order?: "newest" | "oldest";

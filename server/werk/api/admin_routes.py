@@ -64,7 +64,7 @@ async def list_jobs(
     jobtype: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
     q: Annotated[
         str | None,
-        Query(max_length=200, pattern=NO_NUL, description="Text in errtype or message."),
+        Query(max_length=200, pattern=NO_NUL, description=s.Q_DESCRIPTION),
     ] = None,
     failed: bool | None = None,
     order: s.Order = "newest",

@@ -12,6 +12,14 @@ from werk.domain import job as rules
 from werk.domain.bodies import INTEGRAL, QueueName
 from werk.domain.json_values import NO_NUL
 
+# What the job list's and the bulk actions' q matches (werk_job_search, migration 0011).
+Q_DESCRIPTION = (
+    "Words: a job matches when each word begins a word of its args or custom values (strings, "
+    "numbers, booleans; not keys), errtype or message, case-insensitively. Scheduled, retrying, "
+    "dead, completed, expired and cancelled jobs are found through an index; available jobs are "
+    "read per queue."
+)
+
 StateFilter = Literal[
     "scheduled", "retrying", "available", "active", "completed", "dead", "cancelled", "expired"
 ]
@@ -37,7 +45,7 @@ class BulkAction(RequestBody):
     )
     queue: QueueName | None = None
     jobtype: JobtypeFilter | None = None
-    q: SearchText | None = Field(None, description="Text contained in errtype or message.")
+    q: SearchText | None = Field(None, description=Q_DESCRIPTION)
     failed: bool | None = Field(None, description="Jobs that failed at least once (or never).")
     limit: Annotated[int, Field(ge=1, le=10_000), INTEGRAL] = Field(
         1000, description="Change at most this many jobs."

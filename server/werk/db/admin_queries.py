@@ -26,9 +26,9 @@ async def set_queue_paused(db: Executor, queue: str, paused: bool) -> bool:
     return bool(row["paused"])
 
 
-async def clear_queue(db: Executor, queue: str, limit: int) -> int:
-    deleted: int = await db.fetchval(sql("queue_clear"), queue, limit)
-    return deleted
+async def clear_queue(db: Executor, queue: str, limit: int) -> list[str]:
+    """Delete up to ``limit`` available jobs of ``queue``; returns their jids."""
+    return [r["jid"] for r in await db.fetch(sql("queue_clear"), queue, limit)]
 
 
 async def list_queues(
@@ -58,11 +58,11 @@ class JobFilter:
     state: str | None = None
     queue: str | None = None
     jobtype: str | None = None
-    text_pattern: str | None = None  # an ILIKE pattern matched against errtype and message
+    words: str | None = None  # q: each of its words begins a word of the job (werk_job_search)
     failed: bool | None = None  # failed at least once (retrying/dead) or never
 
     def args(self) -> tuple[Any, ...]:
-        return (self.state, self.queue, self.jobtype, self.text_pattern, self.failed)
+        return (self.state, self.queue, self.jobtype, self.words, self.failed)
 
 
 async def list_jobs(
@@ -74,10 +74,16 @@ async def list_jobs(
     limit: int,
 ) -> list[Any]:
     created_at, jid = after if after is not None else (None, None)
-    name = "admin_job_list_newest" if newest_first else "admin_job_list_oldest"
-    return await db.fetch(
-        sql(name, pairs="queue_state_pairs"), *where.args(), created_at, jid, limit
-    )
+    return await db.fetch(job_list_sql(newest_first), *where.args(), created_at, jid, limit)
+
+
+def job_list_sql(newest_first: bool) -> str:
+    """admin_job_list.sql in one order, the pair walk filled in."""
+    if newest_first:
+        return sql("admin_job_list", pairs="queue_state_pairs", order="admin_job_list.desc",
+                   after="admin_job_list.older")  # fmt: skip
+    return sql("admin_job_list", pairs="queue_state_pairs", order="admin_job_list.asc",
+               after="admin_job_list.newer")  # fmt: skip
 
 
 JOB_ACTIONS = frozenset({"retry", "kill", "cancel", "delete"})

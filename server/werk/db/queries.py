@@ -170,10 +170,13 @@ def new_leases(n: int) -> bytes:
     return bytes(raw)
 
 
-async def unclaim_jobs(db: Executor, jids: Sequence[str], leases: Sequence[str]) -> list[str]:
+async def unclaim_jobs(
+    db: Executor, jids: Sequence[str], leases: Sequence[str], *, relock: bool
+) -> list[str]:
     """Undo the given leases (jobs fetched but never delivered); returns the queue of each job
-    made available again."""
-    rows = await db.fetch(sql("job_unclaim"), list(jids), list(leases))
+    made available again. With ``relock``, a job locked unique until start takes its key back
+    where no other job holds it (raises UniqueViolationError when a push took it meanwhile)."""
+    rows = await db.fetch(sql("job_unclaim"), list(jids), list(leases), relock)
     return [r["queue"] for r in rows]
 
 
@@ -268,9 +271,9 @@ async def promote_due(db: Executor, now: datetime | None, limit: int) -> list[st
 
 
 async def expire_due(db: Executor, now: datetime | None, limit: int) -> list[str]:
-    """Expire waiting jobs whose expires_at has come; returns the queue of each."""
+    """Expire waiting jobs whose expires_at has come; returns their jids."""
     rows = await db.fetch(sql("job_expire"), now, limit, _shard())
-    return [r["queue"] for r in rows]
+    return [r["jid"] for r in rows]
 
 
 async def release_orphans(

@@ -1,11 +1,11 @@
 """Loads the SQL files once; each statement is referenced by its file name.
 
 Statements are composed one way. A statement written once for inputs or answers of different
-shapes holds a ``/*marker*/`` where the shapes differ, and ``sql(name, marker=part)`` fills it
-with a part: a whole file (``"queue_state_pairs"``, a CTE several statements share) or a part
-written below the statement in a file (``"job_push.one"``: the lines after ``-- part one:`` up
-to the next part, their comment lines left out). Every name is a file of this package, never
-input."""
+shapes holds a ``/*marker*/`` where the shapes differ (once or more), and
+``sql(name, marker=part)`` fills it, everywhere it stands, with a part: a whole file
+(``"queue_state_pairs"``, a CTE several statements share) or a part written below the statement
+in a file (``"job_push.one"``: the lines after ``-- part one:`` up to the next part, their
+comment lines left out). Every name is a file of this package, never input."""
 
 from __future__ import annotations
 
@@ -41,13 +41,13 @@ def _part(ref: str) -> str:
 
 @cache
 def sql(name: str, **parts: str) -> str:
-    """Statement ``name`` with each ``/*marker*/`` filled with the part given for it
-    (``marker=file`` or ``marker=file.part``)."""
+    """Statement ``name`` with each ``/*marker*/`` filled, wherever it stands, with the part
+    given for it (``marker=file`` or ``marker=file.part``)."""
     text = _part(name)
     for marker, ref in parts.items():
         tag = f"/*{marker}*/"
-        if text.count(tag) != 1:
-            raise ValueError(f"{name}.sql must hold {tag} exactly once")
+        if tag not in text:
+            raise ValueError(f"{name}.sql holds no {tag}")
         text = text.replace(tag, _part(ref))
     if _MARKER.search(text):
         raise ValueError(f"{name}.sql has a marker no part fills")

@@ -45,7 +45,8 @@ _APPLIES_TO: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class JobQuery:
-    """Operator-facing filters; ``text`` is a plain substring of errtype or message."""
+    """Operator-facing filters; ``text`` (q) is words, each of which must begin a word of the
+    job's args, custom, errtype or message (case-insensitive)."""
 
     state: str | None = None
     queue: str | None = None
@@ -68,7 +69,7 @@ class JobQuery:
             state=state,
             queue=self.queue,
             jobtype=self.jobtype or None,
-            text_pattern=_contains_pattern(self.text) if self.text else None,
+            words=self.text or None,
             failed=failed,
         )
 
@@ -77,11 +78,6 @@ class JobQuery:
 class JobPage:
     jobs: list[Row]
     next_cursor: str | None
-
-
-def _contains_pattern(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def encode_cursor(row: Row) -> str:
@@ -187,6 +183,8 @@ class AdminService:
     def _woken(self, action: str, rows: list[Any]) -> None:
         if action == "retry":
             self._hub.jobs_arrived(counts_by_queue(r["queue"] for r in rows))
+        else:  # killed, cancelled or deleted: their result waiters, on every node, look again
+            self._hub.jobs_settled((), readable=[r["jid"] for r in rows])
 
     # -- workers -------------------------------------------------------------------------
 

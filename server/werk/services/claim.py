@@ -16,6 +16,9 @@ from werk.services.writers import Claim, ClaimWriter
 
 Row = Mapping[str, Any]
 
+# Statements a hand-back may take when pushes of its jobs' unique keys race it.
+RELOCK_ATTEMPTS = 3
+
 
 class ClaimService:
     def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub) -> None:
@@ -83,9 +86,17 @@ class ClaimService:
     async def hand_back(self, rows: Sequence[Row]) -> None:
         """Jobs fetched but not delivered (the client left) become available again, in their
         old place, as if never fetched."""
-        queues = await queries.unclaim_jobs(
-            self._pool, [r["jid"] for r in rows], [r["lease"] for r in rows]
-        )
+        jids, leases = [r["jid"] for r in rows], [r["lease"] for r in rows]
+        # A job locked unique until start takes its key back. A push that took the key after
+        # the statement looked fails it (nothing changed); written again, it sees that push,
+        # and the last attempt takes no key back, so the jobs are never left reserved.
+        for attempt in range(RELOCK_ATTEMPTS, 0, -1):
+            try:
+                queues = await queries.unclaim_jobs(self._pool, jids, leases, relock=attempt > 1)
+                break
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name != "werk_jobs_unique_idx" or attempt == 1:
+                    raise
         self._hub.jobs_arrived(counts_by_queue(queues))
 
 

@@ -59,4 +59,5 @@ class FaktoryOps:
             raise InvalidRequest(f"invalid filter pattern: {exc}") from exc
         requeued = [r["queue"] for r in rows if r["action"] == "requeued"]
         self._hub.jobs_arrived(counts_by_queue(requeued))
+        self._hub.jobs_settled((), readable=[r["jid"] for r in rows if r["action"] != "requeued"])
         return len(rows)

@@ -78,9 +78,10 @@ class Maintenance:
         no such job is made available first)."""
         total = 0
         while True:
-            queues = await queries.expire_due(self._pool, self._clock.now(), BATCH)
-            total += len(queues)
-            if len(queues) < BATCH:
+            jids = await queries.expire_due(self._pool, self._clock.now(), BATCH)
+            self._hub.jobs_settled((), readable=jids)
+            total += len(jids)
+            if len(jids) < BATCH:
                 return total
 
     async def promote_due(self) -> int:
@@ -102,6 +103,8 @@ class Maintenance:
                 worker_timeout=self._settings.worker_timeout,
                 limit=BATCH,
             )
+            # Dead or discarded: their result waiters, here and on the other nodes, look again.
+            self._hub.jobs_settled((), readable=[r["jid"] for r in rows if r["outcome"] != "retry"])
             for row in rows:
                 if row["poisoned"]:
                     log.warning(

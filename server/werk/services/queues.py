@@ -78,7 +78,9 @@ class QueueService:
         check_queue_name(name)
         total = 0
         while True:
-            n = await admin_queries.clear_queue(self._pool, name, CLEAR_BATCH)
+            jids = await admin_queries.clear_queue(self._pool, name, CLEAR_BATCH)
+            self._hub.jobs_settled((), readable=jids)
+            n = len(jids)
             total += n
             self._cached = None
             if n < CLEAR_BATCH:

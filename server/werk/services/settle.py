@@ -153,10 +153,8 @@ class SettleService:
     def _failed(self, jid: str, row: Any) -> FailResult:
         """The failure's answer; a job it settled (dead, discarded) wakes its result waiters."""
         result = _fail_result(jid, row)
-        if result.outcome is FailOutcome.DEAD:
+        if result.outcome in (FailOutcome.DEAD, FailOutcome.DISCARDED):
             self._hub.jobs_settled((), readable=(jid,))
-        elif result.outcome is FailOutcome.DISCARDED:
-            self._hub.jobs_settled((jid,))
         return result
 
     async def extend(

@@ -15,8 +15,10 @@ Waiters are woken one per pushed job (not all at once) and pass the wake-up on w
 full batch, so a thousand idle fetchers do not stampede on each push.
 
 Requests waiting for a job's result are woken the same three ways: by a settlement in this process,
-by a notification from the process that settled it (the jids after a ``#``; sent only for jobs
-that stay readable, which are the only ones a waiter elsewhere can read), and by the re-check.
+by a notification from the process that settled it (the jids after a ``#``), and by the re-check.
+Every settlement is told to the other nodes (acked and kept, failed or orphaned to dead or
+discarded, killed, cancelled, deleted, expired, cleared) but one: a job deleted at its ack, the
+hot path, whose result nobody can read (a waiter elsewhere learns of it at the re-check).
 """
 
 from __future__ import annotations
@@ -183,8 +185,8 @@ class WakeHub:
 
     def jobs_settled(self, jids: Iterable[str], *, readable: Iterable[str] = ()) -> None:
         """Jobs left their unsettled states here: wake the requests in this process waiting for
-        their results, and tell the other nodes (if any listen) about those still ``readable``
-        (kept completed, dead)."""
+        their results, and tell the other nodes (if any listen) about the ``readable`` ones:
+        every settlement but the jobs deleted at ack (``jids``), whose results nobody reads."""
         if self._result_waiters:
             for jid in jids:
                 self._wake_result(jid)

@@ -48,6 +48,35 @@ async def test_list_filters(api: InProcess) -> None:
     assert jids(await list_jobs(api, q="100%")) == set()  # % is literal, not a wildcard
 
 
+async def test_q_matches_words_of_args_and_custom_in_every_state(api: InProcess) -> None:
+    """Each word of q must begin a word of the job's args or custom values (strings, numbers,
+    booleans; not keys), errtype or message, case-insensitively; available and active jobs
+    (outside the words index) as well as the others."""
+    waiting = await push(api, queue="a", args=[{"customer": "Acme 42", "n": 7}])
+    active = await push(api, queue="b", args=["acme"], custom={"tenant": "north"})
+    await fetch_one(api, "b")
+    dead = await dead_job(api, queue="c", args=[{"order": 991}], custom={"tenant": "acme"})
+    retrying = await retrying_job(api, queue="d", args=["invoice 17"])
+    other = await push(api, queue="e", args=[{"acme": "key only"}])
+
+    def jids(body: dict[str, Any]) -> set[str]:
+        return {j["jid"] for j in body["jobs"]}
+
+    assert jids(await list_jobs(api, q="acme")) == {waiting, active, dead}
+    assert jids(await list_jobs(api, q="ACM")) == {waiting, active, dead}  # a word's beginning
+    assert jids(await list_jobs(api, q="acme 42")) == {waiting}  # every word
+    assert jids(await list_jobs(api, q="991")) == {dead}  # numbers
+    assert jids(await list_jobs(api, q="north")) == {active}
+    assert jids(await list_jobs(api, q="invoice upstream")) == {retrying}  # args and message
+    assert jids(await list_jobs(api, q="acme", state="dead")) == {dead}
+    assert jids(await list_jobs(api, q="acme", queue="a")) == {waiting}
+    assert jids(await list_jobs(api, q="only")) == {other}
+    assert jids(await list_jobs(api, q="%&!'")) == set()  # no word: nothing
+    assert jids(await list_jobs(api, q="acme", order="oldest")) == {waiting, active, dead}
+    r = await api.http.post("/v1/jobs/kill", json={"q": "acme 42"})
+    assert r.json()["changed"] == 1 and await state_of(api, waiting) == "dead"
+
+
 async def test_list_pages_newest_and_oldest_first(api: InProcess) -> None:
     pushed = []
     for _ in range(7):

@@ -1,5 +1,6 @@
 -- An operator's action $9 on the jobs matching the filters (NULL = any): $1 state, $2 queue,
--- $3 jobtype, $4 ILIKE pattern on errtype or message, $5 has failed at least once, $6 these jids
+-- $3 jobtype, $4 q (words, see werk_job_search), $5 has failed at least once (the filter is
+-- werk_job_filter, migration 0011), $6 these jids
 -- only; at most $7 jobs, oldest first, at $8 (NULL = now). Rows another transaction holds are
 -- skipped. Returns the jobs changed.
 --   'retry'   dead, expired and scheduled (incl. retrying) jobs become available, queued behind
@@ -22,9 +23,7 @@ target AS (
     FROM werk_jobs j
     WHERE ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
       AND ($2::text IS NULL OR j.queue = $2::text)
-      AND ($3::text IS NULL OR j.jobtype = $3::text)
-      AND ($4::text IS NULL OR j.errtype ILIKE $4::text OR j.message ILIKE $4::text)
-      AND ($5::boolean IS NULL OR (j.failed_at IS NOT NULL) = $5::boolean)
+      AND werk_job_filter(j, $3::text, $4::text, werk_job_search($4::text), $5::boolean)
       AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
       AND CASE
               WHEN $9::text = 'retry' THEN j.state IN ('dead', 'expired', 'scheduled')

@@ -2,7 +2,7 @@
 -- ($2) at a time; SKIP LOCKED lets every node run this without expiring a job twice, and leaves
 -- a job a fetch is claiming to that fetch (which takes none past its expires_at). An expired
 -- job is finished, like a dead one: it leaves the unique index and is kept for
--- browsing until pruned. Counted per queue ($3 counter shard). Returns their queues.
+-- browsing until pruned. Counted per queue ($3 counter shard). Returns their jids and queues.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -21,7 +21,7 @@ expired AS (
     SET state = 'expired', finished_at = clock.now
     FROM due, clock
     WHERE j.jid = due.jid
-    RETURNING j.queue
+    RETURNING j.jid, j.queue
 ),
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, expired)
@@ -30,4 +30,4 @@ counted AS (
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET expired = k.expired + excluded.expired
 )
-SELECT queue FROM expired
+SELECT jid, queue FROM expired

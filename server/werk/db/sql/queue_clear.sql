@@ -1,6 +1,6 @@
 -- Delete up to $2 available jobs of queue $1 (jobs held by workers, scheduled, retrying and dead
 -- jobs are left alone). Rows another transaction holds are skipped; the caller repeats until a
--- batch comes back short. Returns how many were deleted.
+-- batch comes back short. Returns the jids deleted.
 WITH doomed AS (
     SELECT jid FROM werk_jobs
     WHERE queue = $1 AND state = 'available'
@@ -8,6 +8,6 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ),
 deleted AS (
-    DELETE FROM werk_jobs j USING doomed d WHERE j.jid = d.jid RETURNING 1
+    DELETE FROM werk_jobs j USING doomed d WHERE j.jid = d.jid RETURNING j.jid
 )
-SELECT count(*) AS deleted FROM deleted
+SELECT jid FROM deleted

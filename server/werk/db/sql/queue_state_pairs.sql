@@ -3,7 +3,7 @@
 -- GROUP BY over every job is planned as a scan of the table. The queue bound is a coalesce, not
 -- "$2 IS NULL OR", so that the index applies it in a generic plan too; the pair found past queue
 -- $2 ends the walk. A CTE of a WITH RECURSIVE, the part that fills the pairs marker of
--- queue_list.sql, info.sql and the job pages (admin_job_list_newest.sql and _oldest.sql).
+-- queue_list.sql, info.sql and the job pages (admin_job_list.sql).
 pairs AS (
     SELECT f.queue, f.state
     FROM (SELECT queue, state
