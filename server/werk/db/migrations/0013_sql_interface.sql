@@ -422,17 +422,19 @@ BEGIN
         RETURN NEXT holder.jid;
     END LOOP;
     -- Wake long polls on every node, at commit (a rollback sends nothing): the payload of
-    -- notify.sql, "<sender>|queue:count,...", in pieces that fit a notification.
+    -- notify.sql, "<sender>|queue:count,...", in pieces that fit a notification. The sender is
+    -- new each time: PostgreSQL delivers equal notifications of one transaction once, and two
+    -- pushes of one job each must wake two fetches.
     payload := '';
     FOR answer IN SELECT key || ':' || value FROM jsonb_each_text(arrived) LOOP
         IF length(payload) + length(answer) > 7000 THEN
-            PERFORM pg_notify('werk_jobs', 'werk-sql|' || payload);
+            PERFORM pg_notify('werk_jobs', 'sql-' || gen_random_uuid() || '|' || payload);
             payload := '';
         END IF;
         payload := payload || CASE WHEN payload = '' THEN '' ELSE ',' END || answer;
     END LOOP;
     IF payload <> '' THEN
-        PERFORM pg_notify('werk_jobs', 'werk-sql|' || payload);
+        PERFORM pg_notify('werk_jobs', 'sql-' || gen_random_uuid() || '|' || payload);
     END IF;
 END
 $$;
@@ -491,7 +493,7 @@ BEGIN
     VALUES ((now_ AT TIME ZONE 'UTC')::date, queue_, floor(random() * 16)::smallint, 1)
     ON CONFLICT (day, queue, shard) DO UPDATE SET processed = k.processed + 1;
     -- Whoever waits for the job's result is woken at commit.
-    PERFORM pg_notify('werk_jobs', 'werk-sql|#' || ack.jid);
+    PERFORM pg_notify('werk_jobs', 'sql|#' || ack.jid);
     RETURN true;
 END
 $$;
@@ -589,7 +591,7 @@ BEGIN
     ON CONFLICT (day, queue, shard)
     DO UPDATE SET processed = k.processed + 1, failed = k.failed + 1;
     IF outcome <> 'scheduled' THEN
-        PERFORM pg_notify('werk_jobs', 'werk-sql|#' || fail.jid);
+        PERFORM pg_notify('werk_jobs', 'sql|#' || fail.jid);
     END IF;
     RETURN outcome;
 END
