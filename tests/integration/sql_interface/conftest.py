@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
-
-def as_user(url: str, user: str) -> str:
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+from tests.support.database import as_user
 
 
 @pytest.fixture
