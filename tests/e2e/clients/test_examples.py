@@ -1,0 +1,110 @@
+"""The examples of "Enqueue and complete inside your transaction" (examples/), run as they are
+documented: against a real server, as an application's login role that holds werk_app and may
+create its own tables. Each pushes a job in its business transaction and completes it in the
+transaction of its side effect; the test checks both rows and that the job is gone (acked)."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.e2e.clients.toolchains import ROOT, go_env, node_ready, run, skip_loudly
+from tests.support.database import as_user
+from tests.support.helpers import sql
+from tests.support.server import ServerProcess
+
+EXAMPLES = ROOT / "examples"
+PGX_INSTALL = "apt-get install -y golang-github-jackc-pgx-v4-dev"
+DEBIAN_GOPATH = Path("/usr/share/gocode")
+
+
+@pytest.fixture
+async def app_role(database_url: str) -> AsyncIterator[str]:
+    role = f"werk_test_app_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute(f"CREATE ROLE {role} LOGIN IN ROLE werk_app")
+        await admin.execute(f"GRANT CREATE ON SCHEMA public TO {role}")
+        yield role
+    finally:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role
+        )
+        await admin.execute(f"DROP OWNED BY {role}")
+        await admin.execute(f"DROP ROLE {role}")
+        await admin.close()
+
+
+@pytest.fixture
+def server(werk_server_factory) -> ServerProcess:
+    return werk_server_factory()  # type: ignore[no-any-return]
+
+
+async def check_done(database_url: str, effect: str) -> None:
+    """The business row, its effect, and no job left (acked)."""
+    assert len(await sql(database_url, f"SELECT * FROM {effect}")) == 1
+    assert await sql(database_url, "SELECT jid FROM werk_jobs") == []
+    (row,) = await sql(
+        database_url, "SELECT sum(pushed)::int AS p, sum(processed)::int AS d FROM werk_counters"
+    )
+    assert (row["p"], row["d"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("script", "scheme", "effect"),
+    [
+        ("outbox_psycopg.py", "postgresql", "receipts"),
+        ("outbox_sqlalchemy.py", "postgresql+psycopg", "welcomes"),
+    ],
+)
+async def test_python_examples(server, database_url, app_role, script, scheme, effect):
+    dsn = as_user(database_url, app_role).replace("postgresql", scheme, 1)
+    env = {"WERK_URL": server.url, "DATABASE_URL": dsn, "PATH": ""}
+    out = run([sys.executable, str(EXAMPLES / "python" / script)], EXAMPLES, timeout=60, env=env)
+    assert "acked" in out
+    await check_done(database_url, effect)
+
+
+async def test_node_example(server, database_url, app_role):
+    node = node_ready()  # builds the TypeScript SDK the example depends on
+    npm = shutil.which("npm")
+    assert npm is not None
+    folder = EXAMPLES / "node"
+    run([npm, "install", "--no-audit", "--no-fund", "--no-package-lock"], folder, timeout=300)
+    env = {"WERK_URL": server.url, "DATABASE_URL": as_user(database_url, app_role), "PATH": ""}
+    out = run([node, "outbox.mjs"], folder, timeout=60, env=env)
+    assert "acked" in out
+    await check_done(database_url, "receipts")
+
+
+async def test_go_example(server, database_url, app_role, tmp_path):
+    env = go_env()
+    if not (DEBIAN_GOPATH / "src/github.com/jackc/pgx/v4").is_dir():
+        skip_loudly(f"Go example SKIPPED: Debian's pgx is not installed; install: {PGX_INSTALL}")
+    # GOPATH mode over Debian's Go packages (no module proxy), with the SDK at its import path.
+    gopath = tmp_path / "gopath"
+    sdk = gopath / "src/github.com/werk-dev/werk/client"
+    sdk.mkdir(parents=True)
+    (sdk / "go").symlink_to(ROOT / "client" / "go")
+    env.update(
+        GO111MODULE="off",
+        GOPATH=f"{gopath}:{DEBIAN_GOPATH}",
+        GOFLAGS="",
+        WERK_URL=server.url,
+        DATABASE_URL=as_user(database_url, app_role),
+    )
+    binary = tmp_path / "outbox"
+    run(["go", "build", "-o", str(binary), "."], EXAMPLES / "go" / "outbox", timeout=300, env=env)
+    out = subprocess.run(
+        [str(binary)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert "acked" in out.stdout
+    await check_done(database_url, "receipts")
