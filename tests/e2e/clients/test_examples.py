@@ -108,3 +108,35 @@ async def test_go_example(server, database_url, app_role, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "acked" in out.stdout
     await check_done(database_url, "receipts")
+
+
+LOST_LEASE_TS = """
+import pg from "pg";
+import { Client, LeaseLost, transactionalAck } from "@werk/client";
+const werk = new Client({ url: process.env.WERK_URL });
+const db = new pg.Client({ connectionString: process.env.DATABASE_URL });
+await db.connect();
+await db.query("CREATE TABLE effects (jid text)");
+await db.query("SELECT werk.push('a', '[]', '{\\"queue\\": \\"lost\\"}')");
+const [job] = await werk.fetch({ queues: ["lost"], wid: "w-lost", wait: 5 });
+await werk.ack(job.jid, job.lease);  // someone else completed it meanwhile
+try {
+  await transactionalAck(db, job, (tx) => tx.query("INSERT INTO effects VALUES ($1)", [job.jid]));
+  console.log("acked");
+} catch (err) {
+  console.log(err instanceof LeaseLost ? "lease lost" : String(err));
+}
+await db.end();
+"""
+
+
+async def test_node_helper_rolls_back_when_the_lease_is_lost(server, database_url, app_role):
+    node = node_ready()
+    npm = shutil.which("npm")
+    assert npm is not None
+    folder = EXAMPLES / "node"
+    run([npm, "install", "--no-audit", "--no-fund", "--no-package-lock"], folder, timeout=300)
+    env = {"WERK_URL": server.url, "DATABASE_URL": as_user(database_url, app_role), "PATH": ""}
+    out = run([node, "--input-type=module", "-e", LOST_LEASE_TS], folder, timeout=60, env=env)
+    assert out.strip() == "lease lost"
+    assert await sql(database_url, "SELECT * FROM effects") == []
