@@ -84,30 +84,46 @@ async def test_node_example(server, database_url, app_role):
     await check_done(database_url, "receipts")
 
 
-async def test_go_example(server, database_url, app_role, tmp_path):
-    env = go_env()
+def go_build(folder: Path, tmp_path: Path, env: dict[str, str]) -> Path:
+    """Build the program in ``folder`` in GOPATH mode over Debian's Go packages (no module
+    proxy), with the SDK at its import path."""
     if not (DEBIAN_GOPATH / "src/github.com/jackc/pgx/v4").is_dir():
         skip_loudly(f"Go example SKIPPED: Debian's pgx is not installed; install: {PGX_INSTALL}")
-    # GOPATH mode over Debian's Go packages (no module proxy), with the SDK at its import path.
     gopath = tmp_path / "gopath"
     sdk = gopath / "src/github.com/werk-dev/werk/client"
-    sdk.mkdir(parents=True)
-    (sdk / "go").symlink_to(ROOT / "client" / "go")
-    env.update(
-        GO111MODULE="off",
-        GOPATH=f"{gopath}:{DEBIAN_GOPATH}",
-        GOFLAGS="",
-        WERK_URL=server.url,
-        DATABASE_URL=as_user(database_url, app_role),
-    )
-    binary = tmp_path / "outbox"
-    run(["go", "build", "-o", str(binary), "."], EXAMPLES / "go" / "outbox", timeout=300, env=env)
+    sdk.mkdir(parents=True, exist_ok=True)
+    if not (sdk / "go").exists():
+        (sdk / "go").symlink_to(ROOT / "client" / "go")
+    env.update(GO111MODULE="off", GOPATH=f"{gopath}:{DEBIAN_GOPATH}", GOFLAGS="")
+    binary = tmp_path / folder.name
+    run(["go", "build", "-o", str(binary), "."], folder, timeout=300, env=env)
+    return binary
+
+
+def go_run(binary: Path, env: dict[str, str]) -> str:
     out = subprocess.run(
         [str(binary)], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert out.returncode == 0, out.stderr
-    assert "acked" in out.stdout
+    return out.stdout
+
+
+async def test_go_example(server, database_url, app_role, tmp_path):
+    env = go_env()
+    binary = go_build(EXAMPLES / "go" / "outbox", tmp_path, env)
+    env.update(WERK_URL=server.url, DATABASE_URL=as_user(database_url, app_role))
+    assert "acked" in go_run(binary, env)
     await check_done(database_url, "receipts")
+
+
+async def test_go_helper_rolls_back_when_the_lease_is_lost(
+    server, database_url, app_role, tmp_path
+):
+    env = go_env()
+    binary = go_build(Path(__file__).with_name("go_lost_lease"), tmp_path, env)
+    env.update(WERK_URL=server.url, DATABASE_URL=as_user(database_url, app_role))
+    assert go_run(binary, env).strip() == "lease lost"
+    assert await sql(database_url, "SELECT * FROM effects") == []
 
 
 LOST_LEASE_TS = """
