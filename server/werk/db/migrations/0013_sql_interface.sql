@@ -629,7 +629,11 @@ BEGIN
                           current_user, current_user;
             RETURN;
         END IF;
-        CREATE ROLE werk_app NOLOGIN;
+        BEGIN
+            CREATE ROLE werk_app NOLOGIN;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created meanwhile by a migration of another database of this cluster
+        END;
     END IF;
     GRANT USAGE ON SCHEMA werk TO werk_app;
     GRANT EXECUTE ON FUNCTION werk.push(text, jsonb, jsonb), werk.push_many(jsonb),
