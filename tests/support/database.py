@@ -15,6 +15,13 @@ import asyncpg
 from werk.app import prepare_database
 
 
+def as_user(url: str, user: str) -> str:
+    """``url`` logging in as ``user`` (no password: the test servers trust local logins)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
 def with_database(url: str, name: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + name))

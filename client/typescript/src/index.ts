@@ -13,5 +13,6 @@ export {
   WerkError,
   errorFromResponse,
 } from "./errors.js";
+export { transactionalAck, type LeasedJob, type SqlQueryable } from "./transactional.js";
 export type * from "./types.js";
 export type { components, operations, paths } from "./openapi.js";

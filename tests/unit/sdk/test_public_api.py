@@ -48,6 +48,8 @@ def test_all_is_pinned():
         "WorkerState",
         "__version__",
         "new_jid",
+        "transactional_ack",
+        "transactional_ack_async",
     ]
     for name in werk_client.__all__:
         assert hasattr(werk_client, name), name

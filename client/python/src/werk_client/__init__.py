@@ -50,6 +50,7 @@ from .models import (
 )
 from .registry import Handler, Hook, Middleware, Registry
 from .retry import RetryPolicy
+from .transactional import transactional_ack, transactional_ack_async
 from .version import __version__
 from .worker import Worker
 from .worker_config import WorkerConfig
@@ -96,4 +97,6 @@ __all__ = [
     "WorkerState",
     "__version__",
     "new_jid",
+    "transactional_ack",
+    "transactional_ack_async",
 ]
