@@ -4,10 +4,12 @@ Without pgbouncer these tests skip loudly, naming the command that installs it."
 from __future__ import annotations
 
 import asyncio
+import secrets
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from tests.support.database import TestDatabases
@@ -91,3 +93,20 @@ def pooled_server_factory(
     yield start
     for server in started:
         server.stop(timeout=15)
+
+
+@pytest.fixture
+def empty_database(test_databases: TestDatabases) -> Iterator[str]:
+    """The URL of a database with no schema at all (dropped afterwards)."""
+    name = f"werk_t_{secrets.token_hex(6)}"
+
+    async def admin(statement: str) -> None:
+        conn = await asyncpg.connect(test_databases.root_url)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}" TEMPLATE template0'))
+    yield test_databases.url(name)
+    asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -5,16 +5,12 @@ migrations started together on several nodes through the pooler apply each one o
 from __future__ import annotations
 
 import asyncio
-import secrets
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
-import pytest
 
 from tests.e2e.pgbouncer.conftest import pooled_env
-from tests.support.database import TestDatabases
 from tests.support.pgbouncer import PgBouncer, database_name
 from tests.support.server import ServerProcess
 from werk.db.migrate import available_migrations
@@ -49,31 +45,12 @@ async def test_werk_session_settings_survive_another_clients_set(
         bouncer.stop()
 
 
-@pytest.fixture
-def empty_database(test_databases: TestDatabases) -> Iterator[str]:
-    name = f"werk_t_{secrets.token_hex(6)}"
-
-    async def admin(statement: str) -> None:
-        conn = await asyncpg.connect(test_databases.root_url)
-        try:
-            await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    asyncio.run(admin(f'CREATE DATABASE "{name}" TEMPLATE template0'))
-    yield name
-    asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
 def test_nodes_starting_together_through_pgbouncer_migrate_once(
-    empty_database: str,
-    test_databases: TestDatabases,
-    pgbouncer: PgBouncer,
-    tmp_path: Path,
+    empty_database: str, pgbouncer: PgBouncer, tmp_path: Path
 ) -> None:
-    direct = test_databases.url(empty_database)
+    direct = empty_database
     servers = [
-        ServerProcess(direct, tmp_path, pooled_env(pgbouncer, None, empty_database))
+        ServerProcess(direct, tmp_path, pooled_env(pgbouncer, None, database_name(direct)))
         for _ in range(3)
     ]
 
