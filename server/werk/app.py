@@ -50,9 +50,10 @@ from werk.services.workers import WorkerService
 log = logging.getLogger(__name__)
 
 
-async def prepare_database(dsn: str) -> None:
-    """Apply migrations (under an advisory lock, so concurrent starts are safe)."""
-    conn = await connect(dsn)
+async def prepare_database(dsn: str, *, pooled: bool = False) -> None:
+    """Apply migrations (under an advisory lock, so concurrent starts are safe). ``pooled``:
+    ``dsn`` leads to a transaction pooler."""
+    conn = await connect(dsn, pooled=pooled)
     try:
         await migrate(conn)
     finally:
@@ -74,7 +75,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await prepare_database(dsn)
+        pooled = settings.pooled
+        await prepare_database(dsn, pooled=pooled)
         # Two pools. The job traffic runs a handful of fixed statements whose plans do not
         # depend on their parameters, so its pool plans each once (generic plans): planning cost
         # more than executing them. Everything else (maintenance, admin, dashboard, metrics)
@@ -84,8 +86,11 @@ def create_app(
             min_size=settings.pool_min_size,
             max_size=settings.pool_max_size,
             plan_once=True,
+            pooled=pooled,
         )
-        admin_pool = await create_pool(dsn, min_size=1, max_size=settings.admin_pool_max_size)
+        admin_pool = await create_pool(
+            dsn, min_size=1, max_size=settings.admin_pool_max_size, pooled=pooled
+        )
         hub = WakeHub(
             send_notify=lambda payload: queries.notify_queues(pool, [payload]),
             queues_with_jobs=lambda qs: queries.queues_with_available(admin_pool, qs),
@@ -93,13 +98,18 @@ def create_app(
             poll_interval=settings.poll_interval,
             jobs_settled=lambda jids: queries.jobs_settled(admin_pool, jids),
         )
-        listener = Listener(
-            dsn,
-            hub.on_notification,
-            hello=hub.hello,
-            on_listening=hub.listening,
-            retry_every=settings.poll_interval,
-        )
+        # LISTEN is session state: a transaction pooler cannot keep it, so behind one it needs a
+        # direct connection, or the process does without (see WakeHub.without_listen).
+        listen_dsn = settings.direct_database_url if pooled else dsn
+        listener = None
+        if listen_dsn:
+            listener = Listener(
+                listen_dsn,
+                hub.on_notification,
+                hello=hub.hello,
+                on_listening=hub.listening,
+                retry_every=settings.poll_interval,
+            )
         claim = ClaimService(pool, clock, hub)
         services = Services(
             push=PushService(pool, clock, hub, claim),
@@ -123,7 +133,10 @@ def create_app(
         )
         app.state.services = services
         hub.start()
-        listener.start()
+        if listener is not None:
+            listener.start()
+        else:
+            hub.without_listen()
         if background:
             services.maintenance.start()
         # Faktory's wire protocol, in this event loop, over the same services.
@@ -141,7 +154,8 @@ def create_app(
             await faktory.close()
             await hub.close()
             await services.maintenance.close()
-            await listener.close()
+            if listener is not None:
+                await listener.close()
             for writing in (services.push, services.claim, services.settle):
                 await writing.close()
             for closing in (pool, admin_pool):

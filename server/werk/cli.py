@@ -81,7 +81,7 @@ def _serve(settings: Settings) -> None:
         os.environ["WERK_DATABASE_URL"] = settings.database_url or ""
     assert settings.database_url is not None
     try:
-        asyncio.run(prepare_database(settings.database_url))
+        asyncio.run(prepare_database(settings.database_url, pooled=settings.pooled))
     except SchemaTooNew as exc:
         sys.exit(f"werk: {exc.detail}")
     except OSError as exc:

@@ -62,6 +62,18 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         None, description="PostgreSQL URL; when absent an embedded PostgreSQL is started."
     )
+    database_pooler: Literal["none", "transaction"] = Field(
+        "none",
+        description="transaction: WERK_DATABASE_URL leads to a transaction-pooling proxy "
+        "(PgBouncer pool_mode=transaction), which hands each transaction to any server "
+        "connection: Werk then keeps no prepared statements and no session state on it.",
+    )
+    direct_database_url: str | None = Field(
+        None,
+        description="With a pooler: PostgreSQL reached directly (not through the pooler), for the "
+        "one LISTEN connection per process that wakes long polls across nodes. Without it, a "
+        "long poll hears of jobs pushed on another node at its next re-check (poll_interval).",
+    )
     data_dir: Path = Field(
         Path(".werk"), description="Where the embedded PostgreSQL keeps its data."
     )
@@ -229,6 +241,25 @@ class Settings(BaseSettings):
         if self.pool_min_size > self.pool_max_size:
             raise ValueError("pool_min_size must not exceed pool_max_size")
         return self
+
+    @model_validator(mode="after")
+    def _pooler_needs_a_database(self) -> Settings:
+        if self.database_pooler != "none" and not self.database_url:
+            raise ValueError(
+                "WERK_DATABASE_POOLER needs WERK_DATABASE_URL (the pooler's address); the "
+                "embedded PostgreSQL has no pooler in front"
+            )
+        if self.direct_database_url and self.database_pooler == "none":
+            raise ValueError(
+                "WERK_DIRECT_DATABASE_URL is for a pooled WERK_DATABASE_URL: set "
+                "WERK_DATABASE_POOLER=transaction, or leave the direct URL out"
+            )
+        return self
+
+    @property
+    def pooled(self) -> bool:
+        """WERK_DATABASE_URL leads to a transaction pooler."""
+        return self.database_pooler == "transaction"
 
     @model_validator(mode="after")
     def _public_bind_needs_tokens(self) -> Settings:

@@ -1,5 +1,8 @@
-"""Append-only migrations, applied at start-up under an advisory lock so that several nodes
-starting together apply each one exactly once."""
+"""Append-only migrations, applied at start-up so that several nodes starting together apply each
+one exactly once: each in its own transaction, under a transaction-level advisory lock taken
+before the schema's version is read. A transaction-level lock, not a session one, so that it
+also holds through a transaction pooler (PgBouncer), where consecutive statements outside a
+transaction may run on different server sessions."""
 
 from __future__ import annotations
 
@@ -31,22 +34,20 @@ async def migrate(conn: asyncpg.Connection) -> int:
     """Bring the schema up to date; returns the resulting version."""
     migrations = available_migrations()
     latest = migrations[-1][0]
-    await conn.execute(sql("migration_lock"), MIGRATION_LOCK_KEY)
-    try:
-        await conn.execute(sql("migration_table"))
-        current = await conn.fetchval(sql("migration_current"))
-        if current > latest:
-            raise SchemaTooNew(
-                f"the database schema (version {current}) is newer than this Werk knows (up to "
-                f"{latest}); upgrade Werk, or point it at another database"
-            )
-        for version, name, text in migrations:
-            if version <= current:
-                continue
-            async with conn.transaction():
-                await conn.execute(text)
-                await conn.execute(sql("migration_record"), version, name)
-            log.info("applied migration %s", name)
-        return latest
-    finally:
-        await conn.execute(sql("migration_unlock"), MIGRATION_LOCK_KEY)
+    while True:
+        async with conn.transaction():
+            await conn.execute(sql("migration_lock"), MIGRATION_LOCK_KEY)
+            await conn.execute(sql("migration_table"))
+            current = await conn.fetchval(sql("migration_current"))
+            if current > latest:
+                raise SchemaTooNew(
+                    f"the database schema (version {current}) is newer than this Werk knows (up "
+                    f"to {latest}); upgrade Werk, or point it at another database"
+                )
+            pending = [m for m in migrations if m[0] > current]
+            if not pending:
+                return latest
+            version, name, text = pending[0]
+            await conn.execute(text)
+            await conn.execute(sql("migration_record"), version, name)
+        log.info("applied migration %s", name)

@@ -73,16 +73,32 @@ async def _no_reset(_conn: asyncpg.Connection) -> None:
     nothing. asyncpg still rolls back a transaction left open, before this is called."""
 
 
+# Statements are prepared once per connection and reused; the hot paths are a handful.
+STATEMENT_CACHE = 256
+
+
+def _statement_cache(pooled: bool) -> int:
+    """``pooled``: the connection leads to a transaction pooler (PgBouncer pool_mode
+    transaction), which runs each transaction on whichever server connection is free: a named
+    prepared statement made on one would be missing on the next. asyncpg with no statement
+    cache uses unnamed statements, parsed again in the same message flight as their execution
+    (asyncpg's documented set-up for PgBouncer)."""
+    return 0 if pooled else STATEMENT_CACHE
+
+
 async def create_pool(
-    dsn: str, *, min_size: int, max_size: int, plan_once: bool = False
+    dsn: str, *, min_size: int, max_size: int, plan_once: bool = False, pooled: bool = False
 ) -> asyncpg.Pool:
     """``plan_once``: prepared statements use one generic plan (plan_cache_mode
     force_generic_plan) instead of PostgreSQL re-planning each call, which by default it keeps
     doing when a plan for the actual array sizes looks cheaper. Only for statements whose best
     plan does not depend on their parameters (tests/integration/test_claim_plan.py checks the
-    claim's)."""
+    claim's). Not through a pooler (``pooled``): a session setting there would reach whichever
+    client next gets the server connection, and PgBouncer refuses start-up parameters it does
+    not track; every statement is parsed and planned anew there anyway, and the custom plans of
+    the job traffic's statements are checked as their generic ones are."""
     settings = dict(SESSION)
-    if plan_once:
+    if plan_once and not pooled:
         settings["plan_cache_mode"] = "force_generic_plan"
     pool = await asyncpg.create_pool(
         dsn,
@@ -91,18 +107,21 @@ async def create_pool(
         init=_init_connection,
         reset=_no_reset,
         command_timeout=60,
-        # Statements are prepared once per connection and reused; the hot paths are a handful.
-        statement_cache_size=256,
+        statement_cache_size=_statement_cache(pooled),
         server_settings=settings,
     )
     assert pool is not None
     return pool
 
 
-async def connect(dsn: str, application_name: str = "werk") -> asyncpg.Connection:
+async def connect(
+    dsn: str, application_name: str = "werk", *, pooled: bool = False
+) -> asyncpg.Connection:
     """A single connection outside the pool (migrations, LISTEN)."""
     conn = await asyncpg.connect(
-        dsn, server_settings={**SESSION, "application_name": application_name}
+        dsn,
+        statement_cache_size=_statement_cache(pooled),
+        server_settings={**SESSION, "application_name": application_name},
     )
     await _init_connection(conn)
     return conn

@@ -357,9 +357,19 @@ async def prune_gone_workers(db: Executor, now: datetime | None, *, older_than: 
 VACUUM_LOCK_KEY = 0x7765726C
 
 
-async def vacuum_jobs(pool: asyncpg.Pool) -> bool:
-    """Vacuum the job table unless another node is at it; returns whether this one did."""
+async def vacuum_jobs(pool: asyncpg.Pool, *, pooled: bool = False) -> bool:
+    """Vacuum the job table unless another node is at it; returns whether this one did (through
+    a pooler: whether it asked).
+
+    ``pooled`` (a transaction pooler in front): VACUUM cannot run in a transaction, and the
+    session lock that keeps the nodes apart would be taken on one server session and released
+    on another, so it stays held; there a VACUUM that finds the table being vacuumed skips it
+    (SKIP_LOCKED), which keeps the nodes apart as well, at the price of a line in PostgreSQL's
+    log for each skip."""
     async with pool.acquire() as conn:
+        if pooled:
+            await conn.execute(sql("jobs_vacuum"))
+            return True
         if not await conn.fetchval(sql("jobs_vacuum_lock"), VACUUM_LOCK_KEY):
             return False
         try:

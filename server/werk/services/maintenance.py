@@ -132,7 +132,7 @@ class Maintenance:
                 interval = self._settings.vacuum_interval
                 if interval > 0 and loop.time() - vacuumed >= interval:
                     vacuumed = loop.time()
-                    await queries.vacuum_jobs(self._pool)
+                    await queries.vacuum_jobs(self._pool, pooled=self._settings.pooled)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -10,7 +10,8 @@ Three paths, from fastest to safest:
    whose LISTEN starts announces itself (an empty NOTIFY), so the others start sending at once;
    who is listening is also re-read each interval, which notices the ones that left;
 3. a periodic re-check (one query per interval for all waiters) so a lost notification costs
-   latency, never a job.
+   latency, never a job. A process without a LISTEN of its own (``without_listen``: behind a
+   transaction pooler, which cannot keep one) relies on it for other nodes' jobs.
 Waiters are woken one per pushed job (not all at once) and pass the wake-up on when they take a
 full batch, so a thousand idle fetchers do not stampede on each push.
 
@@ -243,6 +244,14 @@ class WakeHub:
         self._alone = False
         if pid is not None:
             self._recount.set()
+
+    def without_listen(self) -> None:
+        """This process will not LISTEN (behind a transaction pooler, with no direct connection
+        given): its long polls hear of other nodes' jobs at the re-check. It still counts the
+        processes that do listen (all of them: no backend has pid 0), and notifies only while
+        there are some; one that starts is noticed at the next count, as it announces itself
+        on a channel this process does not hear."""
+        self.listening(0)
 
     def on_notification(self, payload: str) -> None:
         node, _, body = payload.partition("|")

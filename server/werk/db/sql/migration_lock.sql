@@ -1,1 +1,2 @@
-SELECT pg_advisory_lock($1)
+-- Held until the migrating transaction ends (see werk.db.migrate).
+SELECT pg_advisory_xact_lock($1)
