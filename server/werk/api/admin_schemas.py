@@ -13,7 +13,16 @@ from werk.domain.bodies import INTEGRAL, QueueName
 from werk.domain.json_values import NO_NUL
 
 StateFilter = Literal[
-    "scheduled", "retrying", "available", "active", "completed", "dead", "cancelled", "expired"
+    "scheduled",
+    "retrying",
+    "available",
+    "active",
+    "waiting",
+    "completed",
+    "dead",
+    "cancelled",
+    "expired",
+    "skipped",
 ]
 Order = Literal["newest", "oldest"]
 SearchText = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
