@@ -1,11 +1,11 @@
 -- Job dependencies: a job pushed with depends_on waits in the new state waiting until each of
 -- its dependencies is settled, and one edge row per dependency says how it ended.
 --
--- waiting: placed before completed, so that the finished states are exactly those from
--- completed on (the values added here cannot be named in this transaction: PostgreSQL's rule
--- for a value added to an enum). skipped: a finished state, never run, for a job whose
--- dependency ended badly under the policy skip (or was itself skipped).
-ALTER TYPE werk_job_state ADD VALUE 'waiting' BEFORE 'completed';
+-- skipped: a finished state, never run, for a job whose dependency ended badly under the policy
+-- skip (or was itself skipped). Both values go at the end of the type, which keeps its values
+-- in the order of their OIDs: PostgreSQL then compares two states by OID, not by a lookup of
+-- the type's sort order.
+ALTER TYPE werk_job_state ADD VALUE 'waiting';
 ALTER TYPE werk_job_state ADD VALUE 'skipped';
 
 CREATE TYPE werk_dependency_policy AS ENUM ('fail', 'skip', 'ignore');
@@ -22,14 +22,20 @@ ALTER TABLE werk_jobs
     ADD COLUMN dependents boolean,
     ADD COLUMN dependencies boolean;
 
+-- The values added above cannot be named in this transaction (PostgreSQL's rule for a value
+-- added to an enum), and the checks are evaluated on every row written, so they compare states
+-- for equality only: a job counting dependencies (waiting_for) is unfinished, and is in none of
+-- the other states, so it is waiting (skipped is finished); every other job is finished
+-- exactly outside the three states a job runs through.
 ALTER TABLE werk_jobs DROP CONSTRAINT werk_jobs_finished_iff_terminal,
     ADD CONSTRAINT werk_jobs_finished_iff_terminal CHECK (
-        (state >= 'completed') = (finished_at IS NOT NULL)
+        (state NOT IN ('scheduled', 'available', 'active') AND waiting_for IS NULL)
+        = (finished_at IS NOT NULL)
     ),
-    -- A job waits exactly while it has dependencies not settled (waiting lies between active
-    -- and completed).
-    ADD CONSTRAINT werk_jobs_waiting_iff_waiting_for CHECK (
-        (state > 'active' AND state < 'completed') = (waiting_for IS NOT NULL)
+    ADD CONSTRAINT werk_jobs_waiting_for_only_waiting CHECK (
+        waiting_for IS NULL
+        OR state NOT IN ('scheduled', 'available', 'active', 'completed', 'dead', 'cancelled',
+                         'expired')
     ),
     ADD CONSTRAINT werk_jobs_waiting_has_dependencies CHECK (
         waiting_for IS NULL OR dependencies
@@ -162,10 +168,12 @@ BEGIN
         IF OLD.dependencies THEN
             DELETE FROM werk_job_deps WHERE jid = OLD.jid;
         END IF;
-        IF OLD.dependents AND OLD.state < 'completed' THEN
+        IF OLD.dependents AND OLD.state IN ('scheduled', 'available', 'active', 'waiting') THEN
             PERFORM werk_dependencies_settle(OLD.jid, 'deleted', NULL, now());
         END IF;
-    ELSIF OLD.dependents AND NEW.state >= 'completed' AND OLD.state < 'completed' THEN
+    ELSIF OLD.dependents
+          AND NEW.state NOT IN ('scheduled', 'available', 'active', 'waiting')
+          AND OLD.state IN ('scheduled', 'available', 'active', 'waiting') THEN
         PERFORM werk_dependencies_settle(NEW.jid, NEW.state::text,
                                          CASE WHEN NEW.state = 'completed' THEN NEW.result END,
                                          NEW.finished_at);
@@ -189,7 +197,7 @@ BEGIN
                                       WHERE w.jid IN (SELECT a.jid FROM added a)))
     FROM werk_jobs j
     WHERE j.jid IN (SELECT a.dep FROM added a WHERE a.outcome IS NULL)
-      AND j.state > 'completed';
+      AND j.state IN ('dead', 'expired', 'cancelled', 'skipped');
     RETURN NULL;
 END
 $$;
