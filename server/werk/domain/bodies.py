@@ -231,6 +231,12 @@ class DependencyBody(TypedDict):
     ]
 
 
+# A dependency as validated: null on_failure means not given.
+Dependency = Annotated[
+    DependencyBody, BeforeValidator(lambda data: without_nulls(data, ("on_failure",)))
+]
+
+
 # A dict, not a model: validating a batch then builds no model object per job. (That it gives
 # at most one of expires_at and expires_in the schema states, and the push service checks, where
 # it reads the job anyway: a validator here would cost every push.)
@@ -354,7 +360,7 @@ class JobPush(TypedDict):
     ]
     depends_on: NotRequired[
         Annotated[
-            list[Ref | DependencyBody],
+            list[Ref | Dependency],
             Field(
                 min_length=1,
                 max_length=rules.DEPENDS_ON_MAX,
