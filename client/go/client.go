@@ -93,8 +93,29 @@ func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult
 		}
 		merged.Jobs = append(merged.Jobs, part.Jobs...)
 		merged.Created += part.Created
+		for ref, jid := range part.Refs {
+			if merged.Refs == nil {
+				merged.Refs = map[string]string{}
+			}
+			merged.Refs[ref] = jid
+		}
 	}
 	return merged, nil
+}
+
+// PushFlow pushes a graph of jobs in one request, all or nothing: items name each other by Ref
+// in DependsOn; the answer's Refs maps each ref to its jid. A cycle or an unknown dependency is
+// refused (APIError codes dependency_cycle, dependency_not_found) and nothing is stored.
+func (c *Client) PushFlow(ctx context.Context, specs []JobSpec) (*PushManyResult, error) {
+	if len(specs) > MaxBatch {
+		return nil, fmt.Errorf("werk: a flow is pushed in one request: at most %d jobs", MaxBatch)
+	}
+	batches := jobBatches(specs)
+	var result PushManyResult
+	if err := c.call(ctx, "POST", "/v1/jobs/batch", map[string]any{"jobs": batches[0]}, &result, 0); err != nil {
+		return nil, err
+	}
+	return &result, nil
 }
 
 // PushJIDs is PushMany answered with the jids only (Prefer: return=minimal), not the stored jobs.

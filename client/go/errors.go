@@ -47,7 +47,8 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is matches the sentinels by code (ErrValidation also matches invalid_json; ErrUnavailable
+// Is matches the sentinels by code (ErrValidation also matches invalid_json and a refused graph
+// of jobs, dependency_cycle and dependency_not_found; ErrUnavailable
 // matches any 502/503/504 or unreachable server).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
@@ -56,7 +57,8 @@ func (e *Error) Is(target error) bool {
 	}
 	switch t {
 	case ErrValidation:
-		return e.Code == "invalid_request" || e.Code == "invalid_json"
+		return e.Code == "invalid_request" || e.Code == "invalid_json" ||
+			e.Code == "dependency_cycle" || e.Code == "dependency_not_found"
 	case ErrUnavailable:
 		return e.transient()
 	}

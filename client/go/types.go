@@ -37,6 +37,10 @@ type Job struct {
 	KeepResultFor int             `json:"keep_result_for"`
 	Result        json.RawMessage `json:"result"`
 	CompletedAt   *time.Time      `json:"completed_at"`
+	// Dependencies: a job pushed with DependsOn, as fetched or read alone, with each
+	// dependency's outcome and result. Dependents: a job read alone that others depend on.
+	Dependencies []Dependency `json:"dependencies,omitempty"`
+	Dependents   []Dependent  `json:"dependents,omitempty"`
 
 	result any // set by a handler (SetResult): sent with the worker's ack
 }
@@ -80,6 +84,44 @@ type UniqueConflict struct {
 	OnConflict  string `json:"on_conflict"`
 }
 
+// Dependency is one dependency of a job: Outcome is nil until it settles, then "completed"
+// (with its Result), "dead", "expired", "cancelled", "skipped" or "deleted".
+type Dependency struct {
+	JID       string          `json:"jid"`
+	Ref       *string         `json:"ref"`
+	OnFailure string          `json:"on_failure"`
+	Outcome   *string         `json:"outcome"`
+	Result    json.RawMessage `json:"result"`
+	SettledAt *time.Time      `json:"settled_at"`
+}
+
+// Dependent is a job depending on the one read.
+type Dependent struct {
+	JID       string `json:"jid"`
+	State     string `json:"state"`
+	OnFailure string `json:"on_failure"`
+}
+
+// Needs is an entry of JobSpec.DependsOn with its own policy ("fail", "skip" or "ignore").
+type Needs struct {
+	Job       string `json:"job"`
+	OnFailure string `json:"on_failure,omitempty"`
+}
+
+// DependencyResult decodes the result of the completed dependency named by jid or ref into v;
+// false when the job has no such completed dependency.
+func (j *Job) DependencyResult(name string, v any) (bool, error) {
+	for _, d := range j.Dependencies {
+		if d.JID == name || (d.Ref != nil && *d.Ref == name) {
+			if d.Outcome == nil || *d.Outcome != "completed" {
+				return false, nil
+			}
+			return true, json.Unmarshal(d.Result, v)
+		}
+	}
+	return false, nil
+}
+
 // LeaseToken is the job's current lease ("" when it is not active).
 func (j *Job) LeaseToken() string {
 	if j.Lease == nil {
@@ -121,6 +163,12 @@ type JobSpec struct {
 	ExpiresIn float64 `json:"expires_in,omitempty"`
 	// KeepResultFor: seconds the job stays readable as completed after its ack, with its result.
 	KeepResultFor int `json:"keep_result_for,omitempty"`
+	// DependsOn: jobs this one waits for until each is settled: refs of the same request or
+	// jids of stored jobs (strings), or Needs with a policy of their own. OnDependencyFailure:
+	// "fail" (default), "skip" or "ignore". Ref: the job's name in its request.
+	DependsOn           []any  `json:"depends_on,omitempty"`
+	OnDependencyFailure string `json:"on_dependency_failure,omitempty"`
+	Ref                 string `json:"ref,omitempty"`
 }
 
 // Int returns a pointer to v (for JobSpec.Retry and FailReport.RetryIn).
@@ -135,6 +183,8 @@ type PushManyResult struct {
 	Jobs      []Job            `json:"jobs"`
 	Created   int              `json:"created"`
 	Conflicts []UniqueConflict `json:"conflicts,omitempty"`
+	// Refs maps each item's Ref to its jid.
+	Refs map[string]string `json:"refs,omitempty"`
 }
 
 // PushJIDsResult is the short answer to a batch push: every jid (in input order), how many were

@@ -154,3 +154,19 @@ class WorkerNotFound(WerkError):
     code = "worker_not_found"
     status = 404
     title = "No such worker"
+
+
+class DependencyNotFound(WerkError):
+    """A depends_on names neither an item of the batch nor a stored job."""
+
+    code = "dependency_not_found"
+    status = 422
+    title = "A dependency is neither in the batch nor stored"
+
+
+class DependencyCycle(WerkError):
+    """The jobs of a batch depend on each other in a cycle: none could ever run."""
+
+    code = "dependency_cycle"
+    status = 422
+    title = "The dependencies form a cycle"

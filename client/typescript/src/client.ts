@@ -125,7 +125,7 @@ export class Client {
    * by the holder and listed in `conflicts`.
    */
   async pushMany(jobs: JobPush[]): Promise<PushManyResult> {
-    const merged: PushManyResult = { jids: [], created: 0, existed: [], jobs: [], conflicts: [] };
+    const merged: PushManyResult = { jids: [], created: 0, existed: [], jobs: [], conflicts: [], refs: {} };
     for (const chunk of jobBatches(jobs)) {
       const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk } })) as PushManyResult;
       for (const c of result.conflicts ?? []) merged.conflicts.push({ ...c, index: c.index + merged.jids.length });
@@ -133,8 +133,22 @@ export class Client {
       merged.existed.push(...result.existed);
       merged.jobs.push(...result.jobs);
       merged.created += result.created;
+      Object.assign(merged.refs, result.refs ?? {});
     }
     return merged;
+  }
+
+  /**
+   * Push a graph of jobs (a flow) in one request, all or nothing: items name each other by `ref`
+   * in `depends_on` (or by jid); `refs` of the answer maps each ref to its jid. A job waits
+   * (`waiting`) until its dependencies are settled, then is fetched with their results in
+   * `dependencies`. A cycle or an unknown dependency rejects with a `ValidationError`
+   * (`dependency_cycle`, `dependency_not_found`) and nothing is stored.
+   */
+  async pushFlow(jobs: JobPush[]): Promise<PushManyResult> {
+    if (jobs.length > MAX_BATCH) throw new RangeError(`a flow is pushed in one request: at most ${MAX_BATCH} jobs`);
+    const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: jobs.map(withJid) } })) as PushManyResult;
+    return { ...result, conflicts: result.conflicts ?? [], refs: result.refs ?? {} };
   }
 
   /** As `pushMany`, answered with the jids only (`Prefer: return=minimal`), not the stored jobs. */

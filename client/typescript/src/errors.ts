@@ -29,7 +29,10 @@ export class WerkError extends Error {
   }
 }
 
-/** The request was rejected as malformed (`invalid_request` 422, `invalid_json` 400). */
+/**
+ * The request was rejected as malformed (`invalid_request` 422, `invalid_json` 400; a graph of
+ * jobs refused: `dependency_cycle`, `dependency_not_found`).
+ */
 export class ValidationError extends WerkError {}
 /** No job with that jid (`job_not_found`, 404); completed jobs are deleted at ack. */
 export class JobNotFound extends WerkError {}
@@ -53,6 +56,8 @@ export class ServerError extends WerkError {}
 const BY_CODE: Record<string, typeof WerkError> = {
   invalid_request: ValidationError,
   invalid_json: ValidationError,
+  dependency_cycle: ValidationError,
+  dependency_not_found: ValidationError,
   job_not_found: JobNotFound,
   lease_lost: LeaseLost,
   not_unique: NotUnique,

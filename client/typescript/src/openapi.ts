@@ -207,7 +207,10 @@ export interface paths {
          * Push Batch
          * @description Push many jobs in one transaction: all are stored, or none (per-item errors reported).
          *     Answers with the jids, how many were new and which existed, and the stored jobs (not with
-         *     `Prefer: return=minimal`).
+         *     `Prefer: return=minimal`). A batch may be a graph: items name each other by `ref` in
+         *     `depends_on`; `refs` maps each ref to its jid. A cycle is refused (422
+         *     `dependency_cycle`), and so is a dependency neither in the batch nor stored (422
+         *     `dependency_not_found`).
          */
         post: operations["jobs-push-batch"];
         delete?: never;
@@ -756,7 +759,7 @@ export interface components {
              * State
              * @description `retrying` = scheduled jobs that failed before.
              */
-            state?: ("scheduled" | "retrying" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired") | null;
+            state?: ("scheduled" | "retrying" | "available" | "active" | "waiting" | "completed" | "dead" | "cancelled" | "expired" | "skipped") | null;
         };
         /** BulkResult */
         BulkResult: {
@@ -772,6 +775,61 @@ export interface components {
              * @description `changed` reached `limit`: repeat to cover more jobs.
              */
             more: boolean;
+        };
+        /**
+         * Dependency
+         * @description One dependency of a job and how it ended.
+         */
+        Dependency: {
+            /** Jid */
+            jid: string;
+            on_failure: components["schemas"]["DependencyPolicy"];
+            /**
+             * Outcome
+             * @description null: not settled yet.
+             */
+            outcome: ("completed" | "dead" | "expired" | "cancelled" | "skipped" | "deleted") | null;
+            /**
+             * Ref
+             * @description The ref that named it at push (null: its jid).
+             */
+            ref: string | null;
+            /**
+             * Result
+             * @description Its result, when it completed with one.
+             */
+            result: unknown;
+            /** Settled At */
+            settled_at: string | null;
+        };
+        /**
+         * DependencyBody
+         * @description A dependency with its own policy.
+         */
+        DependencyBody: {
+            /**
+             * Job
+             * @description A ref of this batch, or a stored job's jid.
+             */
+            job: string;
+            /** @description This edge's policy; absent: the job's `on_dependency_failure`. */
+            on_failure?: components["schemas"]["DependencyPolicy"] | null;
+        };
+        /**
+         * DependencyPolicy
+         * @description What a job does when a dependency ends dead, expired, cancelled, skipped or deleted.
+         * @enum {string}
+         */
+        DependencyPolicy: "fail" | "skip" | "ignore";
+        /**
+         * Dependent
+         * @description A job depending on this one.
+         */
+        Dependent: {
+            /** Jid */
+            jid: string;
+            on_failure: components["schemas"]["DependencyPolicy"];
+            state: components["schemas"]["JobState"];
         };
         /** Extend */
         Extend: {
@@ -908,6 +966,16 @@ export interface components {
             custom: {
                 [key: string]: unknown;
             };
+            /**
+             * Dependencies
+             * @description A job pushed with `depends_on`, as fetched or read alone: its dependencies, each with its outcome and result (absent otherwise).
+             */
+            dependencies?: components["schemas"]["Dependency"][] | null;
+            /**
+             * Dependents
+             * @description A job others depend on, read alone: those jobs (the first 1,000; absent otherwise).
+             */
+            dependents?: components["schemas"]["Dependent"][] | null;
             /** Enqueued At */
             enqueued_at: string | null;
             /**
@@ -1012,6 +1080,16 @@ export interface components {
             custom: {
                 [key: string]: unknown;
             };
+            /**
+             * Dependencies
+             * @description A job pushed with `depends_on`, as fetched or read alone: its dependencies, each with its outcome and result (absent otherwise).
+             */
+            dependencies?: components["schemas"]["Dependency"][] | null;
+            /**
+             * Dependents
+             * @description A job others depend on, read alone: those jobs (the first 1,000; absent otherwise).
+             */
+            dependents?: components["schemas"]["Dependent"][] | null;
             /** Enqueued At */
             enqueued_at: string | null;
             /**
@@ -1094,6 +1172,13 @@ export interface components {
              * @description Absent with `return=minimal`.
              */
             jobs?: components["schemas"]["Job"][];
+            /**
+             * Refs
+             * @description Each item's `ref` mapped to its jid (absent: no item had a ref).
+             */
+            refs?: {
+                [key: string]: string;
+            };
         };
         /** JobPage */
         JobPage: {
@@ -1133,6 +1218,11 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * Depends On
+             * @description Jobs this one waits for (state `waiting`) until each is settled: refs of items of the same batch, or jids of stored jobs (a ref is looked up first). A dependency neither in the batch nor stored is refused (422 `dependency_not_found`); one completed and still stored counts as completed, with its result. The job receives its completed dependencies' results (`dependencies` of the fetched job).
+             */
+            depends_on?: (string | components["schemas"]["DependencyBody"])[] | null;
+            /**
              * Expires At
              * @description Never run the job if it has not started by then (RFC 3339); it becomes `expired`. Not with `expires_in`; it must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z (in UTC).
              */
@@ -1156,6 +1246,11 @@ export interface components {
              */
             keep_result_for?: number | null;
             /**
+             * @description When a dependency ends dead, expired, cancelled, skipped or deleted: `fail` (this job goes dead naming the cause; skipped when the dependency was skipped), `skip` (this job is skipped, never run), `ignore` (it runs anyway).
+             * @default fail
+             */
+            on_dependency_failure?: components["schemas"]["DependencyPolicy"] | null;
+            /**
              * Priority
              * @description Higher runs first within a queue.
              * @default 0
@@ -1166,6 +1261,11 @@ export interface components {
              * @default default
              */
             queue?: string | null;
+            /**
+             * Ref
+             * @description The job's name in its batch, for `depends_on` of other items; the answer maps each ref to its jid.
+             */
+            ref?: string | null;
             /**
              * Reserve For
              * @description Seconds a fetched job stays leased before it expires.
@@ -1208,7 +1308,7 @@ export interface components {
          * JobState
          * @enum {string}
          */
-        JobState: "scheduled" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired";
+        JobState: "scheduled" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired" | "waiting" | "skipped";
         /**
          * NotUniqueProblem
          * @description `not_unique`: another job holds the pushed job's unique key.
@@ -1298,6 +1398,16 @@ export interface components {
             custom: {
                 [key: string]: unknown;
             };
+            /**
+             * Dependencies
+             * @description A job pushed with `depends_on`, as fetched or read alone: its dependencies, each with its outcome and result (absent otherwise).
+             */
+            dependencies?: components["schemas"]["Dependency"][] | null;
+            /**
+             * Dependents
+             * @description A job others depend on, read alone: those jobs (the first 1,000; absent otherwise).
+             */
+            dependents?: components["schemas"]["Dependent"][] | null;
             /**
              * Duplicate
              * @description true (status 200): another job held the unique key; this is that job, after taking this push's `args` and `at` with `on_conflict: replace`.
@@ -2243,7 +2353,7 @@ export interface operations {
     "admin-jobs-list": {
         parameters: {
             query?: {
-                state?: ("scheduled" | "retrying" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired") | null;
+                state?: ("scheduled" | "retrying" | "available" | "active" | "waiting" | "completed" | "dead" | "cancelled" | "expired" | "skipped") | null;
                 queue?: string | null;
                 jobtype?: string | null;
                 /** @description Words: a job matches when each word begins a word of its args or custom values (strings, numbers, booleans; not keys), errtype or message, case-insensitively. Scheduled, retrying, dead, completed, expired and cancelled jobs are found through an index; available jobs are read per queue. */

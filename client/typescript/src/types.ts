@@ -13,6 +13,12 @@ export type PushedJob = Schemas["PushedJob"];
 export type JobPush = Schemas["JobPush"];
 export type JobState = Schemas["JobState"];
 export type Failure = Schemas["Failure"];
+/** One dependency of a job pushed with `depends_on`: its outcome and, once completed, its result. */
+export type Dependency = Schemas["Dependency"];
+/** A job depending on the one read. */
+export type Dependent = Schemas["Dependent"];
+/** What a job does when a dependency ends badly: `fail`, `skip` or `ignore`. */
+export type DependencyPolicy = Schemas["DependencyPolicy"];
 /** A push's unique lock (`for`, `until`, `key`, `by`, `on_conflict`). */
 export type Unique = Schemas["UniqueBody"];
 /** A batch item whose unique key another job held. */

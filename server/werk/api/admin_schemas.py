@@ -21,7 +21,16 @@ Q_DESCRIPTION = (
 )
 
 StateFilter = Literal[
-    "scheduled", "retrying", "available", "active", "completed", "dead", "cancelled", "expired"
+    "scheduled",
+    "retrying",
+    "available",
+    "active",
+    "waiting",
+    "completed",
+    "dead",
+    "cancelled",
+    "expired",
+    "skipped",
 ]
 Order = Literal["newest", "oldest"]
 SearchText = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]

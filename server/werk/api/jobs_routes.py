@@ -81,7 +81,10 @@ async def push_batch(
 ) -> Response:
     """Push many jobs in one transaction: all are stored, or none (per-item errors reported).
     Answers with the jids, how many were new and which existed, and the stored jobs (not with
-    `Prefer: return=minimal`)."""
+    `Prefer: return=minimal`). A batch may be a graph: items name each other by `ref` in
+    `depends_on`; `refs` maps each ref to its jid. A cycle is refused (422
+    `dependency_cycle`), and so is a dependency neither in the batch nor stored (422
+    `dependency_not_found`)."""
     if len(body.jobs) > settings.max_batch:
         raise InvalidRequest(
             f"a batch holds at most {settings.max_batch} jobs; this one has {len(body.jobs)}",
@@ -96,6 +99,7 @@ async def push_batch(
             "existed": existed,
         }
         _add_conflicts(answer, unique)
+        _add_refs(answer, specs, jids)
         return JSON(answer, status_code=201, headers={"Preference-Applied": "return=minimal"})
     results = await services.push.push(specs)
     jobs = [pushed_view(r) for r in results]
@@ -110,7 +114,15 @@ async def push_batch(
         "jobs": jobs,
     }
     _add_conflicts(answer, results)
+    _add_refs(answer, specs, [j["jid"] for j in jobs])
     return JSON(answer, status_code=201)
+
+
+def _add_refs(answer: dict[str, Any], specs: Sequence[JobSpec], jids: Sequence[str]) -> None:
+    """Each item's ref mapped to its jid, if any item has one."""
+    refs = {s.ref: jid for s, jid in zip(specs, jids, strict=True) if s.ref is not None}
+    if refs:
+        answer["refs"] = refs
 
 
 def _add_conflicts(answer: dict[str, Any], results: Sequence[PushResult]) -> None:

@@ -97,6 +97,27 @@ class UniqueShown(BaseModel):
     by: list[str] | None = Field(None, description="Absent: the key hashes all args.")
 
 
+class Dependency(BaseModel):
+    """One dependency of a job and how it ended."""
+
+    jid: str
+    ref: str | None = Field(description="The ref that named it at push (null: its jid).")
+    on_failure: rules.DependencyPolicy
+    outcome: Literal["completed", "dead", "expired", "cancelled", "skipped", "deleted"] | None = (
+        Field(description="null: not settled yet.")
+    )
+    result: Any = Field(description="Its result, when it completed with one.")
+    settled_at: datetime | None
+
+
+class Dependent(BaseModel):
+    """A job depending on this one."""
+
+    jid: str
+    state: rules.JobState
+    on_failure: rules.DependencyPolicy
+
+
 class Job(BaseModel):
     jid: str
     jobtype: str
@@ -127,6 +148,16 @@ class Job(BaseModel):
     )
     unique: UniqueShown | None = Field(
         description="The unique lock the job was pushed with (null: none)."
+    )
+    dependencies: list[Dependency] | None = Field(
+        None,
+        description="A job pushed with `depends_on`, as fetched or read alone: its "
+        "dependencies, each with its outcome and result (absent otherwise).",
+    )
+    dependents: list[Dependent] | None = Field(
+        None,
+        description="A job others depend on, read alone: those jobs (the first 1,000; absent "
+        "otherwise).",
     )
 
 
@@ -193,6 +224,10 @@ class JobBatchPushed(BaseModel):
         default_factory=list,
         description="Items whose unique key another job held (absent: none); their `jids` and "
         "`jobs` entries are the holder.",
+    )
+    refs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each item's `ref` mapped to its jid (absent: no item had a ref).",
     )
 
 

@@ -10,13 +10,14 @@ from functools import cache
 from typing import Any, Literal
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from werk.db.held import HeldConnection
 from werk.db.sql import sql
-from werk.domain.job import UNSETTLED_STATES, NewJob
+from werk.domain.job import UNSETTLED_STATES, DependencyEdge, NewJob
 from werk.domain.times import TIME_MAX
 
-Executor = asyncpg.Pool | asyncpg.Connection | HeldConnection
+Executor = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy | HeldConnection
 
 # Counter rows are spread over this many shards so concurrent commits do not wait on one row lock.
 COUNTER_SHARDS = 16
@@ -195,10 +196,26 @@ async def ack_jobs(
     kept as completed jobs. A jid is named once: a caller with two leases for one job sends two
     statements."""
     # The mappings go to jsonb parameters: the pool's codec writes each with one orjson call.
-    row: Any = await db.fetchrow(
-        sql("job_ack"), now, leases, keep_completed, _shard(), by_worker or {}, results or None
-    )
+    args = (now, leases, keep_completed, _shard(), by_worker or {}, results or None)
+    row: Any = await _retrying_deadlocks(db, sql("job_ack"), args)
     return set(row["done"]), set(row["kept"])
+
+
+# Settling jobs others depend on locks their dependents (0012_dependencies.sql), in the order
+# the settled jobs are written: two statements settling jobs with dependents in common may each
+# hold one of those and wait for the other. PostgreSQL then fails one of them, having changed
+# nothing, and it is sent again (the other has committed by then, or holds no lock it needs).
+DEADLOCK_ATTEMPTS = 5
+
+
+async def _retrying_deadlocks(db: Executor, statement: str, args: Sequence[Any]) -> Any:
+    for attempt in range(DEADLOCK_ATTEMPTS):
+        try:
+            return await db.fetchrow(statement, *args)
+        except asyncpg.DeadlockDetectedError:
+            if attempt == DEADLOCK_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 async def fail_job(
@@ -215,20 +232,11 @@ async def fail_job(
     wid: str | None = None,
 ) -> Any | None:
     """The attempt is named by its lease, or (lease None) by the worker holding it."""
-    return await db.fetchrow(
-        sql("job_fail", discarded="job_discard"),
-        now,
-        jid,
-        lease,
-        errtype,
-        message,
-        list(backtrace),
-        retry_in,
-        no_retry,
-        _shard(),
-        wid,
+    args = (
+        now, jid, lease, errtype, message, list(backtrace), retry_in, no_retry, _shard(), wid,
         TIME_MAX,
-    )
+    )  # fmt: skip
+    return await _retrying_deadlocks(db, sql("job_fail", discarded="job_discard"), args)
 
 
 async def extend_job(
@@ -245,6 +253,40 @@ async def extend_job(
         sql("job_extend"), now, jid, lease, reserve_for, progress_json, set_progress
     )
     return value
+
+
+async def push_dependent_jobs(
+    db: Executor,
+    now: datetime | None,
+    jobs: Sequence[NewJob],
+    edges: Sequence[DependencyEdge],
+) -> Any:
+    """Insert the jobs whose jid is new with their dependency edges (job_push_deps.sql); returns
+    the jids inserted, the dependencies marked (stored before) and those missing (then nothing
+    is written)."""
+    fields = ("jid", "jobtype", "queue", "args", "priority", "reserve_for", "retry", "backtrace",
+              "custom", "at", "expires_at", "expires_in", "keep_result_for")  # fmt: skip
+    columns = [[getattr(j, f) for j in jobs] for f in fields]
+    return await db.fetchrow(
+        sql("job_push_deps"),
+        now,
+        *columns,
+        _shard(),
+        [e.jid for e in edges],
+        [e.dep for e in edges],
+        [e.on_failure.value for e in edges],
+        [e.ref for e in edges],
+    )
+
+
+async def job_dependencies(db: Executor, jids: Sequence[str]) -> list[Any]:
+    """The dependency edges of the jobs ``jids`` (job_dependencies.sql)."""
+    return await db.fetch(sql("job_dependencies"), list(jids))
+
+
+async def job_dependents(db: Executor, jid: str, limit: int) -> list[Any]:
+    """The jobs depending on ``jid``, at most ``limit`` (job_dependents.sql)."""
+    return await db.fetch(sql("job_dependents"), jid, limit)
 
 
 async def get_job(db: Executor, jid: str) -> Any | None:

@@ -211,6 +211,32 @@ Unique = Annotated[
 ]
 
 
+# A job's name in its batch (depends_on names a job by ref or by jid).
+Ref = Annotated[Text, StringConstraints(min_length=1, max_length=rules.REF_MAX_LENGTH)]
+
+
+@with_config(STRICT)
+class DependencyBody(TypedDict):
+    """A dependency with its own policy."""
+
+    job: Annotated[Ref, Field(description="A ref of this batch, or a stored job's jid.")]
+    on_failure: NotRequired[
+        Annotated[
+            rules.DependencyPolicy,
+            Field(
+                strict=False,
+                description="This edge's policy; absent: the job's `on_dependency_failure`.",
+            ),
+        ]
+    ]
+
+
+# A dependency as validated: null on_failure means not given.
+Dependency = Annotated[
+    DependencyBody, BeforeValidator(lambda data: without_nulls(data, ("on_failure",)))
+]
+
+
 # A dict, not a model: validating a batch then builds no model object per job. (That it gives
 # at most one of expires_at and expires_in the schema states, and the push service checks, where
 # it reads the job anyway: a validator here would cost every push.)
@@ -319,6 +345,44 @@ class JobPush(TypedDict):
                 gt=0,
                 le=rules.SECONDS_MAX,
                 description="As `expires_at`, in seconds from `at` (or the push).",
+            ),
+        ]
+    ]
+    ref: NotRequired[
+        Annotated[
+            Ref,
+            _absent_means(
+                None,
+                description="The job's name in its batch, for `depends_on` of other items; "
+                "the answer maps each ref to its jid.",
+            ),
+        ]
+    ]
+    depends_on: NotRequired[
+        Annotated[
+            list[Ref | Dependency],
+            Field(
+                min_length=1,
+                max_length=rules.DEPENDS_ON_MAX,
+                description="Jobs this one waits for (state `waiting`) until each is settled: "
+                "refs of items of the same batch, or jids of stored jobs (a ref is looked up "
+                "first). A dependency neither in the batch nor stored is refused (422 "
+                "`dependency_not_found`); one completed and still stored counts as completed, "
+                "with its result. The job receives its completed dependencies' results "
+                "(`dependencies` of the fetched job).",
+            ),
+        ]
+    ]
+    on_dependency_failure: NotRequired[
+        Annotated[
+            rules.DependencyPolicy,
+            _absent_means(
+                "fail",
+                strict=False,
+                description="When a dependency ends dead, expired, cancelled, skipped or "
+                "deleted: `fail` (this job goes dead naming the cause; skipped when the "
+                "dependency was skipped), `skip` (this job is skipped, never run), `ignore` "
+                "(it runs anyway).",
             ),
         ]
     ]

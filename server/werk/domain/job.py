@@ -63,11 +63,26 @@ class JobState(StrEnum):
     DEAD = "dead"
     CANCELLED = "cancelled"
     EXPIRED = "expired"  # not started by its expires_at: never run
+    WAITING = "waiting"  # some of its dependencies (depends_on) are not settled
+    SKIPPED = "skipped"  # a dependency ended badly and its policy said skip: never run
 
 
 # The states a job leaves by running; every other state is final (a waiter for its result has
-# its answer). Expired jobs, never run, are final too.
-UNSETTLED_STATES = frozenset({JobState.SCHEDULED, JobState.AVAILABLE, JobState.ACTIVE})
+# its answer). Expired and skipped jobs, never run, are final too.
+UNSETTLED_STATES = frozenset(
+    {JobState.SCHEDULED, JobState.AVAILABLE, JobState.ACTIVE, JobState.WAITING}
+)
+# The longest depends_on list a job may carry, and the longest ref.
+DEPENDS_ON_MAX = 10_000
+REF_MAX_LENGTH = 100
+
+
+class DependencyPolicy(StrEnum):
+    """What a job does when a dependency ends dead, expired, cancelled, skipped or deleted."""
+
+    FAIL = "fail"  # it goes dead too, naming the cause (skipped if the dependency was skipped)
+    SKIP = "skip"  # it is skipped: finished, never run
+    IGNORE = "ignore"  # it runs anyway, once its other dependencies are settled
 
 
 def is_settled(state: str) -> bool:
@@ -118,6 +133,22 @@ class JobSpec:
     expires_at: datetime | None = None
     expires_in: float | None = None
     unique: Mapping[str, Any] | None = None  # bodies.UniqueBody, as validated
+    # Dependencies: a client ref naming this job in its batch, the jobs it waits for (jids or
+    # refs, each a string or bodies.DependencyBody as validated) and its default policy.
+    ref: str | None = None
+    depends_on: list[Any] | None = None
+    on_dependency_failure: DependencyPolicy = DependencyPolicy.FAIL
+
+
+@dataclass(slots=True)
+class DependencyEdge:
+    """One dependency as it is written: ``jid`` depends on ``dep`` (named at push by ``ref``,
+    or by its jid: None)."""
+
+    jid: str
+    dep: str
+    on_failure: DependencyPolicy
+    ref: str | None
 
 
 @dataclass(slots=True)

@@ -65,7 +65,9 @@ def job_spec(raw: Any) -> JobSpec:
 
 
 # Werk's own keys, which Faktory's jobs carry in custom instead.
-_WERK_ONLY = frozenset({"unique", "expires_at", "expires_in"})
+_WERK_ONLY = frozenset(
+    {"unique", "expires_at", "expires_in", "ref", "depends_on", "on_dependency_failure"}
+)
 
 
 def _enterprise_options(custom: dict[str, Any]) -> dict[str, Any]:

@@ -48,7 +48,22 @@ class ClaimService:
         if rows and gone is not None and gone.done():
             await self.hand_back(rows)
             return []
+        if any(r["dependencies"] for r in rows):
+            return await self._with_dependencies(rows)
         return rows
+
+    async def _with_dependencies(self, rows: list[Row]) -> list[Row]:
+        """The jobs pushed with depends_on carry their dependencies, each with how it ended and
+        its result (``dependency_edges``)."""
+        edges: dict[str, list[Row]] = {}
+        for e in await queries.job_dependencies(
+            self._pool, [r["jid"] for r in rows if r["dependencies"]]
+        ):
+            edges.setdefault(e["jid"], []).append(e)
+        return [
+            {**r, "dependency_edges": edges.get(r["jid"], [])} if r["dependencies"] else r
+            for r in rows
+        ]
 
     async def _fetch(
         self,

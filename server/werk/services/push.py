@@ -13,10 +13,11 @@ import orjson
 from werk.db import queries
 from werk.db.queries import Executor
 from werk.domain.clock import Clock
+from werk.domain.dependencies import dependency_edges
 from werk.domain.jids import new_jid, new_jids
-from werk.domain.job import JobSpec, NewJob, OnConflict, PushResult
+from werk.domain.job import DependencyEdge, JobSpec, NewJob, OnConflict, PushResult
 from werk.domain.unique import unique_lock
-from werk.errors import InvalidRequest, JobNotFound, NotUnique
+from werk.errors import DependencyNotFound, InvalidRequest, JobNotFound, NotUnique
 from werk.services.claim import ClaimService
 from werk.services.wakeup import Waiter, WakeHub, counts_by_queue
 from werk.services.writers import PushWriter
@@ -29,6 +30,9 @@ Row = Mapping[str, Any]
 # by another transaction between this statement's snapshot and its insert); each retry sees
 # that transaction committed, so one more attempt settles it.
 UNIQUE_ATTEMPTS = 5
+# How many of a job's dependents a read of the job lists (a fan-in has one dependent, a fan-out
+# may have thousands).
+DEPENDENTS_SHOWN = 1000
 
 
 class PushService:
@@ -48,6 +52,8 @@ class PushService:
         its stored job is returned instead. A job whose unique key another job holds is answered
         with that job (``conflict`` says what was done); unique keys must differ in a batch."""
         jobs = _new_jobs(specs)
+        if any(s.depends_on for s in specs):
+            return await self._store_dependent(specs, jobs)
         if any(j.unique for j in jobs):
             return await self._store_unique(jobs)
         return await self._store(jobs, self._pool)
@@ -61,6 +67,13 @@ class PushService:
         reserved for a waiting fetch: those fetches are woken and claim. For producers that keep
         no more than the jids."""
         jobs = _new_jobs(specs)
+        if any(s.depends_on for s in specs):
+            results = await self._store_dependent(specs, jobs)
+            return (
+                [r.job["jid"] for r in results],
+                [r.job["jid"] for r in results if not r.created],
+                [],
+            )
         if any(j.unique for j in jobs):
             results = await self._store_unique(jobs)
             return (
@@ -81,6 +94,9 @@ class PushService:
         (unique jobs excepted: each is written alone, as its answer may be another job). Raises
         NotUnique when another job holds its key and it says on_conflict reject."""
         job = _to_new_job(spec, spec.jid or new_jid())
+        if spec.depends_on:
+            (result,) = await self._store_dependent([spec], [job])
+            return result
         if job.unique is None:
             return await self._singles.submit(job)
         (result,) = await self._store_unique([job])
@@ -131,6 +147,52 @@ class PushService:
             for row in await queries.get_jobs(self._pool, missing):
                 results[row["jid"]] = PushResult(job=row, created=False)
         return [results[j.jid] for j in jobs if j.jid in results]
+
+    async def _store_dependent(
+        self, specs: Sequence[JobSpec], jobs: Sequence[NewJob]
+    ) -> list[PushResult]:
+        """Store jobs of which some depend on others, with their edges, in one transaction;
+        each is answered as stored (a job stored waiting, or released already when its
+        dependencies had all completed). A dependency neither pushed here nor stored fails the
+        push, which then stores nothing. A jid of this push that another push inserted between
+        this statement's snapshot and its insert is not marked as a dependency: the push is
+        written again, and sees that job."""
+        if any(j.unique for j in jobs):
+            raise InvalidRequest(
+                "a job with depends_on cannot be unique",
+                errors=[{"loc": "jobs", "message": "unique with depends_on"}],
+            )
+        edges = dependency_edges([(j.jid, s) for j, s in zip(jobs, specs, strict=True)])
+        for _ in range(UNIQUE_ATTEMPTS):
+            try:
+                inserted, rows = await self._write_dependent(jobs, edges)
+            except _Raced:
+                continue
+            break
+        else:
+            raise RuntimeError(f"a push with dependencies lost a race {UNIQUE_ATTEMPTS} times")
+        results = [PushResult(job=rows[j.jid], created=j.jid in inserted) for j in jobs]
+        self._hub.jobs_arrived(
+            counts_by_queue(
+                r.job["queue"] for r in results if r.created and r.job["state"] == "available"
+            )
+        )
+        return results
+
+    async def _write_dependent(
+        self, jobs: Sequence[NewJob], edges: Sequence[DependencyEdge]
+    ) -> tuple[set[str], dict[str, Row]]:
+        """One transaction of ``_store_dependent``: the jids inserted, and every job as stored
+        after the push (read in it, so each is answered as the push left it)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            answer = await queries.push_dependent_jobs(conn, self._clock.now(), jobs, edges)
+            if answer["missing"]:
+                raise _not_found(jobs, edges, set(answer["missing"]))
+            inserted, marked = set(answer["inserted"]), set(answer["marked"])
+            if any(e.dep not in marked and e.dep not in inserted for e in edges):
+                raise _Raced  # rolls this transaction back
+            rows = await queries.get_jobs(conn, [j.jid for j in jobs])
+        return inserted, {r["jid"]: r for r in rows}
 
     async def _store(self, jobs: Sequence[NewJob], db: Executor) -> list[PushResult]:
         waiters = self._take_waiters(jobs)
@@ -200,7 +262,32 @@ class PushService:
         row = await queries.get_job(self._pool, jid)
         if row is None:
             raise JobNotFound(f"no job with jid {jid!r} (completed jobs are deleted at ack)")
-        return dict(row)
+        job = dict(row)
+        if job["dependencies"]:
+            job["dependency_edges"] = await queries.job_dependencies(self._pool, [jid])
+        if job["dependents"]:
+            job["dependent_edges"] = await queries.job_dependents(self._pool, jid, DEPENDENTS_SHOWN)
+        return job
+
+
+def _not_found(
+    jobs: Sequence[NewJob], edges: Sequence[DependencyEdge], missing: set[str]
+) -> DependencyNotFound:
+    """The error for dependencies neither stored nor pushed, locating each."""
+    names = ", ".join(repr(m) for m in sorted(missing)[:10])
+    where = {j.jid: i for i, j in enumerate(jobs)}
+    return DependencyNotFound(
+        f"no job {names} is stored or in this push (completed jobs are deleted at ack unless kept)",
+        errors=[
+            {"loc": f"jobs.{where[e.jid]}.depends_on", "message": f"no job {e.dep!r}"}
+            for e in edges
+            if e.dep in missing
+        ][:100],
+    )
+
+
+class _Raced(Exception):
+    """A push with dependencies met a jid inserted meanwhile: it is written again."""
 
 
 def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
@@ -210,6 +297,15 @@ def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
     jobs = [_to_new_job(s, s.jid or next(fresh), f"jobs.{i}.") for i, s in enumerate(specs)]
     seen: set[str] = set()
     keys: set[str] = set()
+    refs: set[str] = set()
+    for i, spec in enumerate(specs):
+        if spec.ref is not None:
+            if spec.ref in refs:
+                raise InvalidRequest(
+                    f"ref {spec.ref!r} appears twice in the batch",
+                    errors=[{"loc": f"jobs.{i}.ref", "message": "duplicate ref in batch"}],
+                )
+            refs.add(spec.ref)
     for i, job in enumerate(jobs):
         if job.jid in seen:
             raise InvalidRequest(

@@ -51,8 +51,10 @@ def result_view(r: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The job as the API shows it; with its dependencies and dependents when the row carries
+    them (``dependency_edges``, ``dependent_edges``: a fetch and a read of one job add them)."""
     failure = failure_view(r)
-    return {
+    view = {
         "jid": r["jid"],
         "jobtype": r["jobtype"],
         "args": r["args"],
@@ -76,6 +78,26 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "completed_at": _completed_at(r),
         "expires_at": r["expires_at"],
         "unique": r["unique_spec"],
+    }
+    if r["dependencies"] and (edges := r.get("dependency_edges")) is not None:
+        view["dependencies"] = [dependency_view(e) for e in edges]
+    if r["dependents"] and (dependents := r.get("dependent_edges")) is not None:
+        view["dependents"] = [
+            {"jid": d["jid"], "state": d["state"], "on_failure": d["on_failure"]}
+            for d in dependents
+        ]
+    return view
+
+
+def dependency_view(e: Mapping[str, Any]) -> dict[str, Any]:
+    """One dependency of a job: how it ended (null: not yet), and its result if it completed."""
+    return {
+        "jid": e["dep"],
+        "ref": e["ref"],
+        "on_failure": e["on_failure"],
+        "outcome": e["outcome"],
+        "result": e["result"],
+        "settled_at": e["settled_at"],
     }
 
 

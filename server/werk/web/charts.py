@@ -13,7 +13,10 @@ PAD_LEFT = 48
 PAD_BOTTOM = 22
 PAD_TOP = 10
 
-STATE_ORDER = ("available", "active", "scheduled", "dead", "expired", "cancelled", "completed")
+STATE_ORDER = (
+    "available", "active", "scheduled", "waiting", "dead", "expired", "skipped", "cancelled",
+    "completed",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,8 @@ LISTS: dict[str, dict[str, Any]] = {
                   "actions": ("delete",)},
     "expired": {"title": "Expired", "query": JobQuery(state="expired"),
                 "actions": ("retry", "delete")},
+    "waiting": {"title": "Waiting", "query": JobQuery(state="waiting"),
+                "actions": ("kill", "cancel", "delete")},
 }  # fmt: skip
 ACTION_LABELS = {"retry": "Retry now", "kill": "Kill", "cancel": "Cancel", "delete": "Delete"}
 JOB_ACTIONS: dict[str, JobAction] = {"retry": "retry", "kill": "kill", "cancel": "cancel",
@@ -318,7 +320,17 @@ async def queue_page(
         state=state,
         order=order,
         page=page,
-        states=("available", "active", "scheduled", "retrying", "dead", "expired", "cancelled"),
+        states=(
+            "available",
+            "active",
+            "scheduled",
+            "retrying",
+            "waiting",
+            "dead",
+            "expired",
+            "skipped",
+            "cancelled",
+        ),
         actions=("retry", "kill", "cancel", "delete"),
         action_labels=ACTION_LABELS,
         back=f"/queues/{quote(name)}?state={quote(state)}",
@@ -388,6 +400,14 @@ async def expired_page(
     return await _list_page(request, services, user, "expired", cursor, q)
 
 
+@router.get("/waiting")
+async def waiting_page(
+    request: Request, services: ServicesDep, user: UserDep,
+    cursor: str | None = None, q: str | None = None,
+) -> Response:  # fmt: skip
+    return await _list_page(request, services, user, "waiting", cursor, q)
+
+
 @router.get("/jobs/{jid:path}")
 async def job_page(request: Request, services: ServicesDep, user: UserDep, jid: str) -> Response:
     try:
@@ -413,6 +433,8 @@ def _actions_for(state: str) -> tuple[str, ...]:
         "active": ("kill", "cancel", "delete"),
         "dead": ("retry", "delete"),
         "expired": ("retry", "delete"),
+        "waiting": ("kill", "cancel", "delete"),
+        "skipped": ("retry", "delete"),
     }.get(state, ("delete",))
 
 

@@ -45,11 +45,21 @@ def _config(url: str, secured: bool) -> schemathesis.Config:
                 },
             },
             "operations": [
-                {
-                    # The cursor is opaque: only one the server issued is valid (else 422).
-                    "include-operation-id": "admin-jobs-list",
-                    "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", 422]}},
-                },
+                *(
+                    {
+                        # The cursor is opaque: only one the server issued is valid (else 422);
+                        # a push's depends_on may name a job neither pushed nor stored, or
+                        # form a cycle, which no schema can rule out (422
+                        # dependency_not_found, dependency_cycle; and unique beside it).
+                        "include-operation-id": operation,
+                        "checks": {"positive_data_acceptance": {"expected-statuses": statuses}},
+                    }
+                    for operation, statuses in (
+                        ("admin-jobs-list", ["2xx", 422]),
+                        ("jobs-push", ["2xx", 409, 422]),  # 409: not_unique, as documented
+                        ("jobs-push-batch", ["2xx", 422]),
+                    )
+                ),
                 *(
                     {
                         # _precise bounds numbers in args, custom and progress to 64 bits; JSON

@@ -315,3 +315,26 @@ async def test_expired_tab_and_the_unique_key_and_expiry_on_the_job_page(api: In
     page = (await api.http.get(f"/jobs/{expiring}")).text
     assert "never run" in page and 'value="retry"' in page
     assert expiring in (await api.http.get("/queues/mail?state=expired")).text
+
+
+async def test_job_page_lists_dependencies_and_dependents_and_the_waiting_tab(
+    api: InProcess,
+) -> None:
+    r = await api.http.post(
+        "/v1/jobs/batch",
+        json={
+            "jobs": [
+                {"jid": "dash-dep-parent", "jobtype": "Parent", "ref": "p"},
+                {"jid": "dash-dep-child1", "jobtype": "Child", "depends_on": ["p"]},
+            ]
+        },
+    )
+    assert r.status_code == 201, r.text
+    parent = (await api.http.get("/jobs/dash-dep-parent")).text
+    assert "Dependents" in parent and "dash-dep-child1" in parent
+    child = (await api.http.get("/jobs/dash-dep-child1")).text
+    assert "Dependencies" in child and "dash-dep-parent" in child and "not settled" in child
+    assert "Waiting for 1 dependency" in child
+    waiting = (await api.http.get("/waiting")).text
+    assert "dash-dep-child1" in waiting and "dash-dep-parent" not in waiting
+    assert "dash-dep-child1" in (await api.http.get("/queues/default?state=waiting")).text

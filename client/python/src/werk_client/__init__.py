@@ -28,9 +28,13 @@ from .errors import (
     ValidationError,
     WerkError,
 )
+from .flow import Flow
 from .job import Job
 from .models import (
     AckManyResult,
+    Dependencies,
+    Dependency,
+    Dependent,
     ExtendResult,
     FailResult,
     Failure,
@@ -59,9 +63,13 @@ __all__ = [
     "AckManyResult",
     "AsyncClient",
     "Client",
+    "Dependencies",
+    "Dependency",
+    "Dependent",
     "ExtendResult",
     "FailResult",
     "Failure",
+    "Flow",
     "Forbidden",
     "Handler",
     "Hook",

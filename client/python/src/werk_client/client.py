@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from . import protocol
 from .errors import Unavailable, error_from_response
+from .flow import Flow
 from .models import (
     AckManyResult,
     ExtendResult,
@@ -98,6 +99,8 @@ class Client:
         unique: Unique | None = None,
         expires_at: datetime | str | None = None,
         expires_in: float | None = None,
+        depends_on: Sequence[str | JobSpec] | None = None,
+        on_dependency_failure: str | None = None,
     ) -> JobRecord:
         """Enqueue one job and return it as stored.
 
@@ -105,7 +108,10 @@ class Client:
         With ``unique``, a job whose key another job holds is not stored: ``NotUnique`` names
         the holder (``on_conflict="reject"``), or the holder is returned with ``duplicate``
         True. A job not started by ``expires_at`` (or ``expires_in`` seconds after ``at`` or
-        now) is never run: it becomes ``expired``.
+        now) is never run: it becomes ``expired``. With ``depends_on`` (jids of stored jobs)
+        the job waits (state ``waiting``) until each has settled, then runs with their results
+        in ``job.dependencies``; ``on_dependency_failure`` says what it does when one ends
+        badly: ``"fail"`` (the default: it goes dead too), ``"skip"`` or ``"ignore"``.
         """
         spec = protocol.push_spec(
             jobtype,
@@ -122,6 +128,8 @@ class Client:
             unique=unique,
             expires_at=expires_at,
             expires_in=expires_in,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
         )
         return protocol.parse_job(self._send(protocol.push_call(spec)))
 
@@ -135,6 +143,13 @@ class Client:
             for chunk in protocol.batches(specs)
         ]
         return protocol.merge_push_results(results)
+
+    def push_flow(self, flow: Flow) -> PushManyResult:
+        """Push a flow (a graph of jobs, ``Flow``) in one request, all or nothing; ``refs`` of
+        the answer maps each ref to its jid. A cycle or a dependency neither in the flow nor
+        stored is refused (``ValidationError``: ``dependency_cycle``,
+        ``dependency_not_found``) and nothing is stored."""
+        return protocol.parse_push_batch(self._send(protocol.flow_call(flow.jobs)))
 
     def push_jids(self, jobs: Iterable[JobSpec | Mapping[str, Any]]) -> PushJidsResult:
         """As ``push_many``, answered with the jids only (in input order) instead of the stored

@@ -63,7 +63,8 @@ class WerkError(Exception):
 
 
 class ValidationError(WerkError):
-    """The server rejected the request as malformed (``invalid_request``, 400/422)."""
+    """The server rejected the request as malformed (``invalid_request``, 400/422; also a
+    graph of jobs it refused: ``dependency_cycle``, ``dependency_not_found``)."""
 
     default_code = "invalid_request"
 
@@ -138,6 +139,8 @@ class ServerError(WerkError):
 
 _BY_CODE: dict[str, type[WerkError]] = {
     "invalid_request": ValidationError,
+    "dependency_cycle": ValidationError,
+    "dependency_not_found": ValidationError,
     "job_not_found": JobNotFound,
     "lease_lost": LeaseLost,
     "not_unique": NotUnique,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from .models import JobRecord
+from .models import Dependencies, JobRecord
 
 __all__ = ["Job", "LeaseControl"]
 
@@ -77,6 +77,13 @@ class Job:
     def progress(self) -> Any:
         """The last checkpoint: from a previous attempt at start, then this attempt's own."""
         return self._progress
+
+    @property
+    def dependencies(self) -> Dependencies:
+        """The jobs this one depended on (pushed with ``depends_on``), by jid and by ref, each
+        with how it ended and its result: ``job.dependencies["extract"].result``, or
+        ``job.dependencies.results()`` for every completed one's. Empty for other jobs."""
+        return Dependencies(self.record.dependencies or ())
 
     @property
     def lease_lost(self) -> bool:

@@ -10,7 +10,7 @@ Answers are decoded straight into these classes by msgspec (see ``protocol``); t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, overload
@@ -159,6 +159,63 @@ class Failure:
 
 
 @dataclass(frozen=True, slots=True)
+class Dependency:
+    """One dependency of a job pushed with ``depends_on``: how it ended (``outcome`` None: not
+    yet; else ``completed``, ``dead``, ``expired``, ``cancelled``, ``skipped`` or ``deleted``)
+    and, when it completed, its ``result``."""
+
+    jid: str
+    ref: str | None = None
+    on_failure: str = "fail"
+    outcome: str | None = None
+    result: Any = None
+    settled_at: datetime | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.outcome == "completed"
+
+
+@dataclass(frozen=True, slots=True)
+class Dependent:
+    """A job depending on the one read (``Client.get``)."""
+
+    jid: str
+    state: str
+    on_failure: str = "fail"
+
+
+class Dependencies(Mapping[str, Dependency]):
+    """A job's dependencies, by jid and by the ref that named each at push (``job.dependencies
+    ["extract"].result``); iterating yields the jids."""
+
+    __slots__ = ("_by_jid", "_by_ref")
+
+    def __init__(self, items: Sequence[Dependency] = ()) -> None:
+        self._by_jid = {d.jid: d for d in items}
+        self._by_ref = {d.ref: d for d in items if d.ref is not None}
+
+    def __getitem__(self, key: str) -> Dependency:
+        found = self._by_jid.get(key) or self._by_ref.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_jid)
+
+    def __len__(self) -> int:
+        return len(self._by_jid)
+
+    def results(self) -> dict[str, Any]:
+        """Each completed dependency's result, keyed by its ref (or its jid without one)."""
+        return {d.ref or d.jid: d.result for d in self._by_jid.values() if d.completed}
+
+    def __repr__(self) -> str:
+        return f"Dependencies({list(self._by_jid.values())!r})"
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord:
     """A job as stored by the server (returned by push, get and fetch).
 
@@ -193,6 +250,8 @@ class JobRecord:
     expires_at: datetime | None = None
     unique: dict[str, Any] | None = None
     duplicate: bool = False
+    dependencies: list[Dependency] | None = None
+    dependents: list[Dependent] | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> JobRecord:
@@ -224,6 +283,25 @@ class JobRecord:
             expires_at=parse_time(data.get("expires_at")),
             unique=data.get("unique"),
             duplicate=bool(data.get("duplicate", False)),
+            dependencies=[
+                Dependency(
+                    jid=str(d["jid"]),
+                    ref=d.get("ref"),
+                    on_failure=str(d.get("on_failure", "fail")),
+                    outcome=d.get("outcome"),
+                    result=d.get("result"),
+                    settled_at=parse_time(d.get("settled_at")),
+                )
+                for d in data["dependencies"]
+            ]
+            if data.get("dependencies") is not None
+            else None,
+            dependents=[
+                Dependent(str(d["jid"]), str(d["state"]), str(d.get("on_failure", "fail")))
+                for d in data["dependents"]
+            ]
+            if data.get("dependents") is not None
+            else None,
         )
 
 
@@ -266,6 +344,11 @@ class JobSpec:
     unique: Unique | Mapping[str, Any] | None = None  # a mapping: the wire's own keys
     expires_at: datetime | str | None = None
     expires_in: float | None = None
+    # Dependencies: the jobs this one waits for (jids, refs of the same request, or JobSpecs),
+    # its policy when one ends badly ("fail", "skip", "ignore"), and its name in its request.
+    depends_on: Sequence[str | JobSpec] | None = None
+    on_dependency_failure: str | None = None
+    ref: str | None = None
 
     def __post_init__(self) -> None:
         check_args(self.args)
@@ -300,6 +383,12 @@ class JobSpec:
             body["expires_at"] = format_at(self.expires_at)
         if self.expires_in is not None:
             body["expires_in"] = self.expires_in
+        if self.depends_on is not None:
+            body["depends_on"] = [d.jid if isinstance(d, JobSpec) else d for d in self.depends_on]
+        if self.on_dependency_failure is not None:
+            body["on_dependency_failure"] = self.on_dependency_failure
+        if self.ref is not None:
+            body["ref"] = self.ref
         return body
 
 
@@ -355,6 +444,7 @@ class PushManyResult:
     jobs: _JobsOnRead = _JobsOnRead()  # required: the descriptor gives no default
     created: int  # type: ignore[misc]
     conflicts: list[UniqueConflict] = field(default_factory=list)
+    refs: dict[str, str] = field(default_factory=dict)  # each item's ref -> its jid
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,7 @@ class _Pushed(msgspec.Struct):
     jobs: msgspec.Raw
     created: int
     conflicts: list[UniqueConflict] = msgspec.field(default_factory=list)
+    refs: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class _Beat(msgspec.Struct):
@@ -129,11 +130,17 @@ def push_spec(
     unique: Unique | None = None,
     expires_at: datetime | str | None = None,
     expires_in: float | None = None,
+    depends_on: Sequence[str | JobSpec] | None = None,
+    on_dependency_failure: str | None = None,
 ) -> JobSpec:
     check_args(args)
     kwargs: dict[str, Any] = {}
     if jid is not None:
         kwargs["jid"] = jid
+    if depends_on is not None:
+        kwargs["depends_on"] = list(depends_on)
+    if on_dependency_failure is not None:
+        kwargs["on_dependency_failure"] = on_dependency_failure
     return JobSpec(
         jobtype=jobtype,
         args=list(args or []),
@@ -170,6 +177,13 @@ def batches(specs: Iterable[JobSpec], size: int = MAX_BATCH) -> Iterable[list[Jo
         yield chunk
 
 
+def flow_call(specs: Sequence[JobSpec]) -> Call:
+    """A whole graph of jobs in one request (all or nothing): ``Flow``'s push."""
+    if len(specs) > MAX_BATCH:
+        raise ValueError(f"a flow is pushed in one request: at most {MAX_BATCH} jobs")
+    return push_batch_call(specs)
+
+
 def push_batch_call(specs: Sequence[JobSpec], *, jids_only: bool = False) -> Call:
     """``jids_only``: ask for the short answer (RFC 7240 ``Prefer: return=minimal``), the jids
     instead of the stored jobs."""
@@ -187,6 +201,7 @@ def parse_push_batch(data: bytes) -> PushManyResult:
         jobs=Undecoded([pushed.jobs], _decode_jobs),
         created=pushed.created,
         conflicts=pushed.conflicts,
+        refs=pushed.refs,
     )
 
 
@@ -218,17 +233,18 @@ def merge_push_results(results: Sequence[PushManyResult]) -> PushManyResult:
     if len(results) == 1:
         return results[0]
     created = sum(r.created for r in results)
+    refs = {ref: jid for r in results for ref, jid in r.refs.items()}
     if any(r.conflicts for r in results):
         jobs: list[JobRecord] = []
         conflicts: list[UniqueConflict] = []
         for result in results:
             conflicts.extend(_shifted(result.conflicts, len(jobs)))
             jobs.extend(result.jobs)
-        return PushManyResult(jobs=jobs, created=created, conflicts=conflicts)
+        return PushManyResult(jobs=jobs, created=created, conflicts=conflicts, refs=refs)
     parts: list[bytes] = []
     for result in results:
         parts.extend(_undecoded(result).parts)
-    return PushManyResult(jobs=Undecoded(parts, _decode_jobs), created=created)
+    return PushManyResult(jobs=Undecoded(parts, _decode_jobs), created=created, refs=refs)
 
 
 def _undecoded(result: PushManyResult) -> Undecoded:

@@ -478,11 +478,13 @@ BEGIN
     PERFORM werk._check_json(result, 'result');
     DELETE FROM werk_jobs j
     WHERE j.jid = ack.jid AND j.lease = lease_id AND j.keep_result_for IS NULL
+      AND j.dependents IS NULL  -- kept for the jobs that depend on it (0012_dependencies.sql)
     RETURNING j.queue INTO queue_;
     IF queue_ IS NULL THEN
         UPDATE werk_jobs j
         SET state = 'completed', lease = NULL, lease_expires_at = NULL, finished_at = now_,
-            result = ack.result, keep_until = now_ + make_interval(secs => j.keep_result_for)
+            result = ack.result,
+            keep_until = now_ + make_interval(secs => coalesce(j.keep_result_for, 0))
         WHERE j.jid = ack.jid AND j.lease = lease_id
         RETURNING j.queue INTO queue_;
     END IF;

@@ -3,12 +3,13 @@
 -- werk_job_filter, migration 0011), $6 these jids
 -- only; at most $7 jobs, oldest first, at $8 (NULL = now). Rows another transaction holds are
 -- skipped. Returns the jobs changed.
---   'retry'   dead, expired and scheduled (incl. retrying) jobs become available, queued behind
---             the work already waiting; a dead or expired one runs without its expiry and without
---             a unique lock (another job may hold its key by now);
---   'kill'    scheduled, available and active jobs go to dead; one that never failed is marked as
---             killed, so the dead list says why it is there;
---   'cancel'  scheduled, available and active jobs become cancelled and will not run (again);
+--   'retry'   dead, expired, skipped and scheduled (incl. retrying) jobs become available,
+--             queued behind the work already waiting; a dead or expired one runs without its
+--             expiry and without a unique lock (another job may hold its key by now);
+--   'kill'    scheduled, available, waiting and active jobs go to dead; one that never failed
+--             is marked as killed, so the dead list says why it is there;
+--   'cancel'  scheduled, available, waiting and active jobs become cancelled and will not run
+--             (again);
 --   'delete'  jobs in any state are deleted (an active job's worker then gets job_not_found).
 -- An active job killed or cancelled loses its lease (its worker's ack or fail gets lease_lost).
 -- The action is a constant in each plan (PostgreSQL plans these statements per call): the state
@@ -26,12 +27,13 @@ target AS (
       AND werk_job_filter(j, $3::text, $4::text, werk_job_search($4::text), $5::boolean)
       AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
       AND CASE
-              WHEN $9::text = 'retry' THEN j.state IN ('dead', 'expired', 'scheduled')
+              WHEN $9::text = 'retry'
+                  THEN j.state IN ('dead', 'expired', 'skipped', 'scheduled')
               WHEN $9::text IN ('kill', 'cancel')
-                  THEN j.state IN ('scheduled', 'available') OR j.state = 'active'
+                  THEN j.state IN ('scheduled', 'available', 'waiting') OR j.state = 'active'
               WHEN $9::text = 'delete'
-                  THEN j.state IN ('scheduled', 'available', 'completed', 'dead', 'cancelled',
-                                   'expired')
+                  THEN j.state IN ('scheduled', 'available', 'waiting', 'completed', 'dead',
+                                   'cancelled', 'expired', 'skipped')
                        OR j.state = 'active'
               ELSE false
           END
@@ -62,6 +64,7 @@ stopped AS (
         finished_at = c.now,
         lease = NULL,
         lease_expires_at = NULL,
+        waiting_for = NULL,
         failed_at = CASE $9::text
                         WHEN 'kill' THEN coalesce(j.failed_at, c.now)
                         ELSE j.failed_at

@@ -4,7 +4,9 @@
 -- by another worker) is left untouched. Completed jobs are deleted, unless $3 asks to keep every
 -- completed job for inspection or the job was pushed with keep_result_for: a kept job becomes
 -- completed, with the result $6 maps its jid to (if any), kept until finished_at plus its
--- keep_result_for (pruning adds WERK_COMPLETED_RETENTION). Returns two JSON arrays (each decoded
+-- keep_result_for (pruning adds WERK_COMPLETED_RETENTION). A job other jobs depend on is kept
+-- too, so that its settling (the trigger in 0012_dependencies.sql) sees it completed, with its
+-- result, not deleted. Returns two JSON arrays (each decoded
 -- in one call): the jids completed, and those of them kept.
 -- The jobs are found by their keys alone and each is compared with its own item, never joined to
 -- a list of items: the planner sizes a join by werk_jobs's statistics, and with statistics taken
@@ -25,7 +27,7 @@ deleted AS (
     WHERE NOT $3::boolean AND j.jid = ANY ((SELECT jids FROM named)::text[])
       AND (j.lease = ($2::jsonb ->> j.jid)::uuid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
-      AND j.keep_result_for IS NULL
+      AND j.keep_result_for IS NULL AND j.dependents IS NULL
     RETURNING j.jid, j.queue
 ),
 -- Looked for only when the deletion did not take every job named (the count is evaluated once,
@@ -41,7 +43,7 @@ kept AS (
       AND j.jid = ANY ((SELECT jids FROM named)::text[])
       AND (j.lease = ($2::jsonb ->> j.jid)::uuid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
-      AND ($3::boolean OR j.keep_result_for IS NOT NULL)
+      AND ($3::boolean OR j.keep_result_for IS NOT NULL OR j.dependents)
     RETURNING j.jid, j.queue
 ),
 done AS (

@@ -1,5 +1,5 @@
 -- Retention, a bounded batch ($5) at a time so pruning never holds many row locks for long:
--- dead and expired jobs older than $2 seconds, beyond the newest $3 of each state (oldest
+-- dead, expired and skipped jobs older than $2 seconds, beyond the newest $3 of each state (oldest
 -- first), and completed jobs $4 seconds past their keep_until (their own keep_result_for: see
 -- job_ack.sql; $4 is WERK_COMPLETED_RETENTION). Returns how many rows went.
 WITH clock AS (
@@ -7,7 +7,7 @@ WITH clock AS (
 ),
 old_finished AS (
     SELECT j.jid FROM werk_jobs j, clock c
-    WHERE j.state IN ('dead', 'expired')
+    WHERE j.state IN ('dead', 'expired', 'skipped')
       AND j.finished_at < c.now - make_interval(secs => $2::float8)
     ORDER BY j.finished_at
     LIMIT $5
@@ -17,7 +17,7 @@ surplus AS (
         SELECT j.jid, j.finished_at,
                row_number() OVER (PARTITION BY j.state ORDER BY j.finished_at DESC) AS newer
         FROM werk_jobs j
-        WHERE j.state IN ('dead', 'expired')
+        WHERE j.state IN ('dead', 'expired', 'skipped')
     ) s
     WHERE s.newer > $3
     ORDER BY s.finished_at
@@ -36,7 +36,7 @@ doomed AS (
 ),
 locked AS (
     SELECT j.jid FROM werk_jobs j JOIN doomed d ON d.jid = j.jid
-    WHERE j.state IN ('dead', 'expired', 'completed')
+    WHERE j.state IN ('dead', 'expired', 'skipped', 'completed')
     FOR UPDATE OF j SKIP LOCKED
 )
 DELETE FROM werk_jobs j USING locked l WHERE j.jid = l.jid

@@ -1,0 +1,68 @@
+"""Job dependencies through the Python SDK against a real server: a Flow pushed in one request
+(refs answered), ``push(depends_on=)``, a worker whose handlers read their dependencies'
+results from ``job.dependencies``, and a refused cycle."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from werk_client import AsyncClient, Client, Flow, JobSpec, Registry, ValidationError, Worker
+
+
+def test_client_pushes_a_flow_and_a_dependent(werk_server):
+    flow = Flow()
+    a = flow.add("extract", [1], ref="a")
+    b = flow.add("transform", depends_on=[a], ref="b")
+    flow.add("load", depends_on=[b], on_dependency_failure="skip", ref="c")
+    with Client(werk_server.url) as client:
+        pushed = client.push_flow(flow)
+        assert pushed.refs == flow.refs() and pushed.created == 3
+        assert [j.state for j in pushed.jobs] == ["available", "waiting", "waiting"]
+        after = client.push("notify", depends_on=[a.jid], on_dependency_failure="ignore")
+        assert after.state == "waiting"
+        stored = client.get(a.jid)
+        assert {d.jid for d in stored.dependents or []} == {b.jid, after.jid}
+        (job,) = client.fetch(["default"], wid="w")
+        assert job.jid == a.jid
+        client.ack(job.jid, job.lease, result={"rows": 3})
+        jobs = client.fetch(["default"], wid="w", count=10)
+        assert {j.jid for j in jobs} == {b.jid, after.jid}
+        for j in jobs:
+            (dep,) = j.dependencies or []
+            assert dep.jid == a.jid and dep.completed and dep.result == {"rows": 3}
+
+
+def test_a_cycle_is_refused(werk_server):
+    a = JobSpec("x", jid="cycle-a-0001", depends_on=["cycle-b-0001"])
+    b = JobSpec("x", jid="cycle-b-0001", depends_on=[a])
+    with Client(werk_server.url) as client, pytest.raises(ValidationError) as caught:
+        client.push_many([a, b])
+    assert caught.value.code == "dependency_cycle"
+
+
+async def test_a_worker_hands_each_job_its_dependencies_results(werk_server):
+    registry = Registry()
+
+    @registry.handler("square")
+    def square(x):
+        return x * x
+
+    @registry.handler("total", with_job=True)
+    def total(job):
+        return sum(job.dependencies.results().values())
+
+    flow = Flow()
+    parts = [flow.add("square", [i], ref=f"sq{i}") for i in range(1, 5)]
+    summed = flow.add("total", depends_on=parts, keep_result_for=60)
+    worker = Worker(registry, url=werk_server.url, concurrency=4, fetch_wait=1)
+    async with AsyncClient(werk_server.url) as client:
+        await client.push_flow(flow)
+        running = asyncio.create_task(worker.run_async())
+        try:
+            got = await client.result(summed.jid, wait=20)
+        finally:
+            worker.stop()
+            await running
+    assert got.done and got.result == 1 + 4 + 9 + 16
