@@ -172,3 +172,27 @@ async def test_a_bad_failure_report_is_refused(api, database_url, error):
     assert r.status_code == 422
     rows = await sql(database_url, "SELECT state FROM werk_jobs")
     assert [r["state"] for r in rows] == ["active"]
+
+
+async def test_ack_of_a_job_others_depend_on_releases_them_with_its_result(api, database_url):
+    """werk.ack keeps a job that others depend on (as HTTP's ack does): deleting it would fail
+    its dependents as if it had been deleted."""
+    (parent,) = await fetched(api, {"jobtype": "a", "jid": "sql-parent"})
+    r = await api.http.post(
+        "/v1/jobs", json={"jobtype": "b", "jid": "sql-child", "depends_on": ["sql-parent"]}
+    )
+    assert r.status_code == 201, r.text
+    conn = await asyncpg.connect(database_url)
+    try:
+        acked = await conn.fetchval(
+            "SELECT werk.ack($1, $2, $3::jsonb)", parent["jid"], parent["lease"], '{"rows": 3}'
+        )
+        assert acked is True
+    finally:
+        await conn.close()
+    r = await api.http.post("/v1/fetch", json={"queues": ["default"], "wid": "w2"})
+    (child,) = r.json()["jobs"]
+    assert child["jid"] == "sql-child"
+    (dependency,) = child["dependencies"]
+    assert dependency["jid"] == "sql-parent" and dependency["outcome"] == "completed"
+    assert dependency["result"] == {"rows": 3}
