@@ -50,6 +50,9 @@ async def test_effects_exactly_once_with_workers_killed_at_random(
     dsn = as_user(database_url, role)
     workers: list[subprocess.Popen[bytes]] = []
     rng = random.Random()
+    # The points to kill at, as jobs done: random, and tied to progress rather than to the
+    # clock, so that a fast run is killed as often as a slow one.
+    marks = sorted(rng.sample(range(JOBS // 50, JOBS - JOBS // 20), 30))
     kills = 0
     try:
         jids = [f"effect-{i:06d}" for i in range(JOBS)]
@@ -64,8 +67,8 @@ async def test_effects_exactly_once_with_workers_killed_at_random(
         left = JOBS
         while left:
             assert time.monotonic() < deadline, f"{left} jobs left"
-            await asyncio.sleep(rng.uniform(0.05, 0.6))
-            if left > JOBS // 20:  # kill at random while work remains, then let it finish
+            await asyncio.sleep(rng.uniform(0.01, 0.05))
+            if kills < len(marks) and JOBS - left >= marks[kills]:
                 victim = rng.randrange(len(workers))
                 workers[victim].send_signal(signal.SIGKILL)
                 workers[victim].wait()
