@@ -1,0 +1,86 @@
+import type { AckItem, AckManyResult, Beat, ExtendOptions, ExtendResult, FailReport, FailResult, FetchRequest, FetchedJob, Info, Job, JobPush, JobResult, PushedJob, PushJidsResult, PushManyResult, WorkerState } from "./types.js";
+export declare const VERSION = "0.1.0";
+/** Jobs per batch push / ack request (the server's default limit). */
+export declare const MAX_BATCH = 1000;
+export interface ClientOptions {
+    /** Server URL; default `WERK_URL`, else `http://127.0.0.1:7420`. */
+    url?: string;
+    /** Bearer token; default `WERK_TOKEN`. */
+    token?: string;
+    /** Per-request timeout in milliseconds, on top of a fetch's long-poll `wait` (default 10 000). */
+    timeoutMs?: number;
+    /** Tries after the first for transient failures (network errors, 502/503/504); default 3. */
+    retries?: number;
+}
+/** A new job id: 32 hex characters. */
+export declare function newJid(): string;
+/**
+ * The Werk HTTP API, one method per endpoint. Every call either resolves with the parsed answer
+ * or rejects with a typed `WerkError` (`LeaseLost`, `JobNotFound`, `ValidationError`, ...).
+ * Transient failures are retried; pushes are safe to retry because a jid is assigned here.
+ */
+export declare class Client {
+    readonly url: string;
+    private readonly headers;
+    private readonly timeoutMs;
+    private readonly retries;
+    private readonly transport;
+    private readonly agent;
+    constructor(options?: ClientOptions);
+    /**
+     * Enqueue one job; resolves with it as stored. Pushing an existing jid again stores nothing.
+     * With `unique`, a job whose key another job holds is not stored: rejects with `NotUnique`
+     * naming the holder (`on_conflict: "reject"`), or resolves with the holder, `duplicate: true`.
+     * A job not started by `expires_at` (or `expires_in` seconds after `at` or now) never runs.
+     */
+    push(job: JobPush): Promise<PushedJob>;
+    /**
+     * Enqueue many jobs, 1,000 per request; each request is all-or-nothing (two jobs with one
+     * unique key in a request are refused). A job whose unique key another job holds is answered
+     * by the holder and listed in `conflicts`.
+     */
+    pushMany(jobs: JobPush[]): Promise<PushManyResult>;
+    /**
+     * Push a graph of jobs (a flow) in one request, all or nothing: items name each other by `ref`
+     * in `depends_on` (or by jid); `refs` of the answer maps each ref to its jid. A job waits
+     * (`waiting`) until its dependencies are settled, then is fetched with their results in
+     * `dependencies`. A cycle or an unknown dependency rejects with a `ValidationError`
+     * (`dependency_cycle`, `dependency_not_found`) and nothing is stored.
+     */
+    pushFlow(jobs: JobPush[]): Promise<PushManyResult>;
+    /** As `pushMany`, answered with the jids only (`Prefer: return=minimal`), not the stored jobs. */
+    pushJids(jobs: JobPush[]): Promise<PushJidsResult>;
+    /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */
+    get(jid: string): Promise<Job>;
+    /**
+     * The job's outcome, waiting up to `wait` seconds (the server's long-poll limit applies) for it
+     * to settle: `done` says whether it did. Rejects with `JobNotFound` when the job is not stored
+     * (a job is deleted at ack unless pushed with `keep_result_for`).
+     */
+    result(jid: string, options?: {
+        wait?: number;
+        signal?: AbortSignal;
+    }): Promise<JobResult>;
+    info(): Promise<Info>;
+    /** Lease up to `count` jobs from `queues` (in order), long-polling up to `wait` seconds. */
+    fetch(request: FetchRequest, signal?: AbortSignal): Promise<FetchedJob[]>;
+    /**
+     * The attempt succeeded. `result` (JSON; undefined or null: none) is stored with a job pushed
+     * with `keep_result_for`. Rejects with `LeaseLost` when the lease is not current, and with
+     * `PayloadTooLarge` (code `result_too_large`) when the result exceeds the server's limit.
+     */
+    ack(jid: string, lease: string, result?: unknown): Promise<void>;
+    /** Ack many; jobs whose lease is not current are listed in `lease_lost`, not raised. */
+    ackMany(acks: AckItem[]): Promise<AckManyResult>;
+    /** The attempt failed: the job retries after its backoff (or `retry_in`), or is dead. */
+    fail(jid: string, lease: string, report?: FailReport): Promise<FailResult>;
+    /** Push the lease's expiry forward, optionally recording a progress checkpoint. */
+    extend(jid: string, lease: string, options?: ExtendOptions): Promise<ExtendResult>;
+    /** A worker process's heartbeat; the answer is `running`, `quiet` or `terminate`. */
+    beat(beat: Beat): Promise<WorkerState>;
+    private send;
+    private once;
+    /** One HTTP exchange: the status, the body as text and Retry-After; rejects on network errors,
+     * on the timeout and when `call.signal` aborts. */
+    private request;
+}

@@ -1,0 +1,53 @@
+import type { FieldError } from "./types.js";
+/**
+ * Base class of every error the client raises: an error answer from the server (problem+json with
+ * a stable `code`), or a failure to reach it (`status` undefined). Branch on the class
+ * (`instanceof LeaseLost`) or on `code`, never on message text.
+ */
+export declare class WerkError extends Error {
+    readonly code: string;
+    readonly status: number | undefined;
+    readonly detail: string;
+    readonly errors: FieldError[];
+    readonly retryAfter: number | undefined;
+    constructor(detail: string, init?: {
+        code?: string;
+        status?: number;
+        errors?: FieldError[];
+        retryAfter?: number;
+        cause?: unknown;
+    });
+}
+/**
+ * The request was rejected as malformed (`invalid_request` 422, `invalid_json` 400; a graph of
+ * jobs refused: `dependency_cycle`, `dependency_not_found`).
+ */
+export declare class ValidationError extends WerkError {
+}
+/** No job with that jid (`job_not_found`, 404); completed jobs are deleted at ack. */
+export declare class JobNotFound extends WerkError {
+}
+/** The lease is not the job's current one (`lease_lost`, 409): stop treating the job as yours. */
+export declare class LeaseLost extends WerkError {
+}
+/** Another job holds the pushed job's unique key (`not_unique`, 409); `existingJid` names it. */
+export declare class NotUnique extends WerkError {
+    existingJid: string;
+}
+/** No or a wrong bearer token (401). */
+export declare class Unauthorized extends WerkError {
+}
+/** The token lacks the scope for this call (403). */
+export declare class Forbidden extends WerkError {
+}
+/** The body is larger than the server accepts (413). */
+export declare class PayloadTooLarge extends WerkError {
+}
+/** The server (or its database) cannot be reached right now; retrying later may succeed. */
+export declare class Unavailable extends WerkError {
+}
+/** Any other 5xx answer. */
+export declare class ServerError extends WerkError {
+}
+/** The typed error for a non-2xx answer (codes this client does not know become `WerkError`). */
+export declare function errorFromResponse(status: number, body: unknown, retryAfter?: number): WerkError;

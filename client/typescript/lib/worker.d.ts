@@ -1,0 +1,107 @@
+import { Client, type ClientOptions } from "./client.js";
+import type { FetchedJob, WorkerState } from "./types.js";
+/** What a handler gets besides the job's args. */
+export interface JobContext {
+    /** The job as fetched (jid, attempt, `progress` of an earlier attempt, ...). */
+    job: FetchedJob;
+    /** Aborted when the lease is lost or the worker is terminating: stop work, the result is ignored. */
+    signal: AbortSignal;
+    /** Extend the lease now and record a checkpoint the next attempt receives as `job.progress`. */
+    checkpoint(progress: unknown): Promise<void>;
+}
+export type Handler = (args: unknown[], ctx: JobContext) => unknown;
+export interface WorkerOptions extends ClientOptions {
+    /** Handlers by jobtype. More can be added with `register`. */
+    handlers?: Record<string, Handler>;
+    /** Queues to fetch from, in priority order (default `["default"]`). */
+    queues?: string[];
+    /** Jobs run at once (default 10). */
+    concurrency?: number;
+    /** Most jobs asked for per fetch (default 100, the server's limit). */
+    fetchBatch?: number;
+    /** Long-poll seconds per fetch (default 5). */
+    fetchWait?: number;
+    /** Heartbeat interval in ms (default 15 000). */
+    beatIntervalMs?: number;
+    /** On stop, how long running jobs may finish before they are failed (ms, default 25 000). */
+    shutdownGraceMs?: number;
+    /** Extend a job's lease when this fraction of `reserve_for` has passed (default 0.5). */
+    extendAt?: number;
+    /** Process id for the server (default: a new random one). */
+    wid?: string;
+    labels?: string[];
+    /** Stop gracefully on SIGTERM/SIGINT while running (default true). */
+    handleSignals?: boolean;
+    /** Where the worker reports what it cannot throw (default: console.error). */
+    onError?: (error: unknown, job?: FetchedJob) => void;
+    /** Use this client instead of building one from `url`/`token`. */
+    client?: Client;
+    /** Ack completed jobs together, one request per batch (default true); false: one per job. */
+    batchAck?: boolean;
+}
+/**
+ * Fetches jobs from `queues` in batches (long polling), runs their handlers with up to
+ * `concurrency` at once, keeps their leases extended, acks or fails them, and heartbeats.
+ * The server's `quiet` stops fetching; `terminate` (or SIGTERM, or `stop()`) shuts down
+ * gracefully: no new jobs, running jobs get `shutdownGraceMs`, then what is left is failed (so it
+ * retries elsewhere). A job's lease is never dropped silently.
+ */
+export declare class Worker {
+    readonly client: Client;
+    readonly wid: string;
+    processed: number;
+    failed: number;
+    private readonly handlers;
+    private readonly queues;
+    private readonly concurrency;
+    private readonly fetchBatch;
+    private readonly fetchWait;
+    private readonly beatIntervalMs;
+    private readonly shutdownGraceMs;
+    private readonly extendAt;
+    private readonly labels;
+    private readonly handleSignals;
+    private readonly onError;
+    private readonly acks;
+    private readonly running;
+    private stateValue;
+    private stopping;
+    private graceMs;
+    private fetchAbort;
+    private wakeResolvers;
+    private stopResolvers;
+    constructor(options?: WorkerOptions);
+    /** Run `handler` for jobs of `jobtype`. Its return value is ignored; a throw fails the job. */
+    register(jobtype: string, handler: Handler): this;
+    get state(): WorkerState;
+    get runningJids(): string[];
+    /** Stop fetching; running jobs finish. */
+    quiet(): void;
+    /** Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves. */
+    stop(graceMs?: number): void;
+    /** Shut down now: running jobs are failed at once (they retry). */
+    terminate(): void;
+    /** Run until stopped. Resolves once every fetched job has been settled or reported. */
+    run(): Promise<void>;
+    private fetchLoop;
+    private beatLoop;
+    private start;
+    private execute;
+    /**
+     * Ack a completed job with its handler's result: false when the lease was no longer ours. Batched,
+     * one refused result refuses its whole batch, so each job of that batch then acks on its own,
+     * where only the refused result is dropped.
+     */
+    private ackCompleted;
+    /** Ack with the handler's result; a result the server refuses is dropped so the job does not run again. */
+    private ackWithResult;
+    private settleFailure;
+    private reportSettleError;
+    private scheduleExtend;
+    private extend;
+    private drain;
+    private wake;
+    private waitForWake;
+    /** Sleep, cut short by stop(). */
+    private pause;
+}

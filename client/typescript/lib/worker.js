@@ -1,0 +1,358 @@
+import { hostname as osHostname } from "node:os";
+import { AckBatcher } from "./acks.js";
+import { Client, newJid } from "./client.js";
+import { JobNotFound, LeaseLost, WerkError } from "./errors.js";
+/**
+ * Fetches jobs from `queues` in batches (long polling), runs their handlers with up to
+ * `concurrency` at once, keeps their leases extended, acks or fails them, and heartbeats.
+ * The server's `quiet` stops fetching; `terminate` (or SIGTERM, or `stop()`) shuts down
+ * gracefully: no new jobs, running jobs get `shutdownGraceMs`, then what is left is failed (so it
+ * retries elsewhere). A job's lease is never dropped silently.
+ */
+export class Worker {
+    client;
+    wid;
+    processed = 0;
+    failed = 0;
+    handlers = new Map();
+    queues;
+    concurrency;
+    fetchBatch;
+    fetchWait;
+    beatIntervalMs;
+    shutdownGraceMs;
+    extendAt;
+    labels;
+    handleSignals;
+    onError;
+    acks;
+    running = new Map();
+    stateValue = "running";
+    stopping = false;
+    graceMs;
+    fetchAbort = new AbortController();
+    wakeResolvers = [];
+    stopResolvers = [];
+    constructor(options = {}) {
+        this.client = options.client ?? new Client(options);
+        this.wid = options.wid ?? newJid();
+        this.queues = options.queues ?? ["default"];
+        this.concurrency = Math.max(1, options.concurrency ?? 10);
+        this.fetchBatch = Math.min(100, Math.max(1, options.fetchBatch ?? 100));
+        this.fetchWait = options.fetchWait ?? 5;
+        this.beatIntervalMs = options.beatIntervalMs ?? 15_000;
+        this.shutdownGraceMs = options.shutdownGraceMs ?? 25_000;
+        this.graceMs = this.shutdownGraceMs;
+        this.extendAt = options.extendAt ?? 0.5;
+        this.labels = options.labels ?? ["node"];
+        this.handleSignals = options.handleSignals ?? true;
+        this.onError = options.onError ?? ((error, job) => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error));
+        this.acks = options.batchAck === false ? undefined : new AckBatcher(this.client);
+        for (const [jobtype, handler] of Object.entries(options.handlers ?? {}))
+            this.register(jobtype, handler);
+    }
+    /** Run `handler` for jobs of `jobtype`. Its return value is ignored; a throw fails the job. */
+    register(jobtype, handler) {
+        this.handlers.set(jobtype, handler);
+        return this;
+    }
+    get state() {
+        return this.stateValue;
+    }
+    get runningJids() {
+        return [...this.running.keys()];
+    }
+    /** Stop fetching; running jobs finish. */
+    quiet() {
+        if (this.stateValue === "running")
+            this.stateValue = "quiet";
+        this.fetchAbort.abort();
+        this.wake();
+    }
+    /** Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves. */
+    stop(graceMs = this.shutdownGraceMs) {
+        this.graceMs = Math.min(this.graceMs, graceMs);
+        this.stopping = true;
+        this.stateValue = "terminate";
+        this.fetchAbort.abort();
+        this.wake();
+        for (const resolve of this.stopResolvers.splice(0))
+            resolve();
+    }
+    /** Shut down now: running jobs are failed at once (they retry). */
+    terminate() {
+        this.stop(0);
+    }
+    /** Run until stopped. Resolves once every fetched job has been settled or reported. */
+    async run() {
+        this.stateValue = "running";
+        this.stopping = false;
+        this.graceMs = this.shutdownGraceMs;
+        this.fetchAbort = new AbortController();
+        const onSignal = () => {
+            // A second signal cuts the grace period.
+            this.stop(this.stopping ? 0 : this.shutdownGraceMs);
+        };
+        if (this.handleSignals) {
+            process.on("SIGTERM", onSignal);
+            process.on("SIGINT", onSignal);
+        }
+        const beats = this.beatLoop();
+        try {
+            await this.fetchLoop();
+            await this.drain();
+        }
+        finally {
+            if (this.handleSignals) {
+                process.off("SIGTERM", onSignal);
+                process.off("SIGINT", onSignal);
+            }
+            this.stopping = true;
+            for (const resolve of this.stopResolvers.splice(0))
+                resolve();
+            await beats;
+        }
+    }
+    // -- loops ---------------------------------------------------------------------------------
+    async fetchLoop() {
+        let failures = 0;
+        while (!this.stopping) {
+            if (this.stateValue !== "running" || this.running.size >= this.concurrency) {
+                await this.waitForWake();
+                continue;
+            }
+            const count = Math.min(this.fetchBatch, this.concurrency - this.running.size);
+            let jobs;
+            try {
+                jobs = await this.client.fetch({ queues: this.queues, wid: this.wid, count, wait: this.fetchWait }, this.fetchAbort.signal);
+                failures = 0;
+            }
+            catch (error) {
+                if (this.fetchAbort.signal.aborted) {
+                    this.fetchAbort = new AbortController();
+                    continue;
+                }
+                this.onError(error);
+                failures++;
+                await this.pause(Math.min(10_000, 250 * 2 ** failures));
+                continue;
+            }
+            for (const job of jobs)
+                this.start(job);
+        }
+    }
+    async beatLoop() {
+        while (!this.stopping) {
+            try {
+                const told = await this.client.beat({
+                    wid: this.wid,
+                    hostname: osHostname(),
+                    pid: process.pid,
+                    labels: this.labels,
+                    current_state: this.stateValue,
+                    rss_kb: Math.round(process.memoryUsage().rss / 1024),
+                });
+                if (told === "quiet" && this.stateValue === "running")
+                    this.quiet();
+                if (told === "terminate")
+                    this.stop();
+            }
+            catch (error) {
+                this.onError(error);
+            }
+            await this.pause(this.beatIntervalMs);
+        }
+    }
+    // -- one job -------------------------------------------------------------------------------
+    start(job) {
+        const entry = { job, controller: new AbortController(), lost: false };
+        this.running.set(job.jid, entry);
+        this.scheduleExtend(entry);
+        void this.execute(entry).finally(() => {
+            clearTimeout(entry.extendTimer);
+            this.running.delete(job.jid);
+            this.wake();
+        });
+    }
+    async execute(entry) {
+        const { job } = entry;
+        const handler = this.handlers.get(job.jobtype);
+        if (handler === undefined) {
+            await this.settleFailure(entry, {
+                errtype: "UnknownJobType",
+                message: `no handler registered for jobtype ${JSON.stringify(job.jobtype)} on this worker`,
+                backtrace: [],
+            });
+            return;
+        }
+        const ctx = {
+            job,
+            signal: entry.controller.signal,
+            checkpoint: (progress) => this.extend(entry, progress, true),
+        };
+        let outcome;
+        try {
+            outcome = { ok: true, value: await handler(job.args, ctx) };
+        }
+        catch (error) {
+            outcome = { ok: false, error };
+        }
+        if (entry.lost || entry.controller.signal.aborted)
+            return; // settled elsewhere (lease lost / shut down)
+        clearTimeout(entry.extendTimer);
+        if (outcome.ok) {
+            try {
+                if (!(await this.ackCompleted(job.jid, job.lease, sendable(outcome.value)))) {
+                    entry.lost = true; // the lease was no longer ours: the job is someone else's now
+                    return;
+                }
+                this.processed++;
+            }
+            catch (error) {
+                this.reportSettleError(error, entry);
+            }
+        }
+        else {
+            await this.settleFailure(entry, describe(outcome.error));
+        }
+    }
+    /**
+     * Ack a completed job with its handler's result: false when the lease was no longer ours. Batched,
+     * one refused result refuses its whole batch, so each job of that batch then acks on its own,
+     * where only the refused result is dropped.
+     */
+    async ackCompleted(jid, lease, result) {
+        if (this.acks !== undefined) {
+            try {
+                return await this.acks.ack(jid, lease, result);
+            }
+            catch (error) {
+                if (!refusedBody(error))
+                    throw error;
+            }
+        }
+        await this.ackWithResult(jid, lease, result);
+        return true;
+    }
+    /** Ack with the handler's result; a result the server refuses is dropped so the job does not run again. */
+    async ackWithResult(jid, lease, result) {
+        try {
+            await this.client.ack(jid, lease, result);
+        }
+        catch (error) {
+            if (!refusedBody(error) || result === undefined)
+                throw error;
+            console.error(`werk: job ${jid}: the server refused its result (${error.code}); acking without it`);
+            await this.client.ack(jid, lease);
+        }
+    }
+    async settleFailure(entry, report) {
+        this.failed++;
+        try {
+            await this.client.fail(entry.job.jid, entry.job.lease, report);
+        }
+        catch (error) {
+            this.reportSettleError(error, entry);
+        }
+    }
+    reportSettleError(error, entry) {
+        if (error instanceof LeaseLost || error instanceof JobNotFound) {
+            entry.lost = true; // the server gave the job to someone else (or it was deleted): not ours
+            return;
+        }
+        this.onError(new WerkError(`could not settle job ${entry.job.jid}; the server will retry it when its lease expires`, {
+            code: "settle_failed",
+            cause: error,
+        }), entry.job);
+    }
+    scheduleExtend(entry) {
+        const delayMs = Math.max(1000, entry.job.reserve_for * 1000 * this.extendAt);
+        entry.extendTimer = setTimeout(() => {
+            void this.extend(entry, undefined, false).then(() => this.scheduleExtend(entry), () => undefined);
+        }, delayMs);
+        entry.extendTimer.unref();
+    }
+    async extend(entry, progress, withProgress) {
+        if (entry.lost)
+            throw new LeaseLost("the lease was lost", { code: "lease_lost", status: 409 });
+        try {
+            await this.client.extend(entry.job.jid, entry.job.lease, {
+                reserve_for: entry.job.reserve_for,
+                ...(withProgress ? { progress } : {}),
+            });
+        }
+        catch (error) {
+            if (error instanceof LeaseLost || error instanceof JobNotFound) {
+                entry.lost = true;
+                entry.controller.abort(error);
+            }
+            else if (!withProgress) {
+                this.onError(error, entry.job);
+                return; // transient: try again at the next interval
+            }
+            throw error;
+        }
+    }
+    // -- shutdown ------------------------------------------------------------------------------
+    async drain() {
+        const deadline = Date.now() + this.graceMs;
+        while (this.running.size > 0 && Date.now() < deadline) {
+            await Promise.race([this.waitForWake(), new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
+        }
+        const left = [...this.running.values()];
+        await Promise.all(left.map(async (entry) => {
+            clearTimeout(entry.extendTimer);
+            entry.controller.abort(new Error("worker shutting down"));
+            await this.settleFailure(entry, {
+                errtype: "Shutdown",
+                message: `worker ${this.wid} shut down before the job finished`,
+                backtrace: [],
+            });
+            this.running.delete(entry.job.jid);
+        }));
+    }
+    wake() {
+        for (const resolve of this.wakeResolvers.splice(0))
+            resolve();
+    }
+    waitForWake() {
+        return new Promise((resolve) => this.wakeResolvers.push(resolve));
+    }
+    /** Sleep, cut short by stop(). */
+    pause(ms) {
+        if (this.stopping)
+            return Promise.resolve();
+        return new Promise((resolve) => {
+            const done = () => {
+                clearTimeout(timer);
+                this.stopResolvers = this.stopResolvers.filter((r) => r !== done);
+                resolve();
+            };
+            const timer = setTimeout(done, ms);
+            this.stopResolvers.push(done);
+        });
+    }
+}
+function describe(error) {
+    if (error instanceof Error) {
+        const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
+        return { errtype: error.name || "Error", message: error.message, backtrace: lines.slice(0, 50) };
+    }
+    return { errtype: typeof error, message: String(error), backtrace: [] };
+}
+/** The server refused what an ack carried (a result too large or not storable, or a batch too big). */
+function refusedBody(error) {
+    return (error instanceof WerkError &&
+        (error.code === "result_too_large" || error.code === "invalid_request" || error.code === "payload_too_large"));
+}
+/** A handler's return value as the job's result: only what JSON carries (else undefined: none). */
+function sendable(value) {
+    if (value === undefined || value === null)
+        return undefined;
+    try {
+        return JSON.stringify(value) === undefined ? undefined : value;
+    }
+    catch {
+        return undefined;
+    }
+}
