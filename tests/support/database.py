@@ -53,6 +53,12 @@ class TestDatabases:
         await self._admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
         return name
 
+    async def create_empty(self) -> str:
+        """A database without Werk's schema, for a server to migrate at its start."""
+        name = f"werk_t_{secrets.token_hex(6)}"
+        await self._admin(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        return name
+
     async def drop(self, name: str) -> None:
         await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
