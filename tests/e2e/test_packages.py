@@ -23,14 +23,14 @@ import pytest
 
 import werk
 from tests.e2e.clients.toolchains import ROOT, TS_DIR, node_ready, run
-from tests.support.database import TestDatabases
+from tests.support import database
 from tests.support.server import clean_env, free_port
 
 VERSION = werk.__version__
 
 
 @pytest.fixture
-def empty_database(test_databases: TestDatabases) -> Iterator[str]:
+def empty_database(test_databases: database.TestDatabases) -> Iterator[str]:
     name = asyncio.run(test_databases.create_empty())
     try:
         yield test_databases.url(name)
