@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 import werk
-from tests.e2e.clients.toolchains import ROOT, TS_DIR, node_ready, run
+from tests.e2e.clients.toolchains import ROOT, TS_DIR, node_found, node_ready, run
 from tests.support import database
 from tests.support.server import clean_env, free_port
 
@@ -164,8 +164,7 @@ def wait_ready(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
 
 
 def test_typescript_package_packs_and_installs(tmp_path: Path) -> None:
-    node = node_ready()
-    npm = str(Path(node).with_name("npm"))
+    node, npm = node_found()  # packing needs none of the SDK's devDependencies
     packed = json.loads(
         run([npm, "pack", "--json", "--pack-destination", str(tmp_path)], TS_DIR, timeout=120)
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.clients.toolchains import ROOT, go_env, node_ready
+from tests.e2e.clients.toolchains import ROOT, go_env, node_found
 from tests.support.server import ServerProcess, clean_env
 from werk_client import Client
 
@@ -160,8 +160,10 @@ def test_python_quickstart(project: Project, shared_werk: ServerProcess) -> None
 
 @pytest.fixture
 def node_project(project: Project) -> Project:
-    node = node_ready()  # node >= 20 and npm, or a loud skip
-    project.env["PATH"] = f"{Path(node).parent}{os.pathsep}{project.env['PATH']}"
+    # Node >= 20 and npm, or a loud skip; nothing is installed or built in client/typescript.
+    node, npm = node_found()
+    path = os.pathsep.join(dict.fromkeys([str(Path(node).parent), str(Path(npm).parent)]))
+    project.env["PATH"] = f"{path}{os.pathsep}{project.env['PATH']}"
     project.env["npm_config_prefer_offline"] = "true"
     project.env["npm_config_audit"] = "false"
     project.env["npm_config_fund"] = "false"

@@ -35,9 +35,8 @@ def run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = 
     return result.stdout
 
 
-def node_ready() -> str:
-    """Node with the TypeScript SDK's devDependencies installed (npm ci, cached in node_modules,
-    redone when package-lock.json changes) and compiled to dist/ (tsc, incremental)."""
+def node_found() -> tuple[str, str]:
+    """Node >= 20 and npm, as a user of the package has them (nothing installed in the SDK)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         skip_loudly(f"TypeScript client tests SKIPPED: node/npm not found; install: {NODE_INSTALL}")
@@ -46,6 +45,13 @@ def node_ready() -> str:
     if int(version.stdout.strip().lstrip("v").split(".")[0]) < 20:
         found = version.stdout.strip()
         skip_loudly(f"TypeScript client tests SKIPPED: node {found} < 20; {NODE_INSTALL}")
+    return node, npm
+
+
+def node_ready() -> str:
+    """Node with the TypeScript SDK's devDependencies installed (npm ci, cached in node_modules,
+    redone when package-lock.json changes) and compiled to dist/ (tsc, incremental)."""
+    node, npm = node_found()
     installed = TS_DIR / "node_modules" / ".package-lock.json"  # written by npm
     lock = TS_DIR / "package-lock.json"
     if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
