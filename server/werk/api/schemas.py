@@ -159,6 +159,7 @@ class Job(BaseModel):
         description="A job others depend on, read alone: those jobs (the first 1,000; absent "
         "otherwise).",
     )
+    batch: str | None = Field(None, description="The batch the job is a member of (absent: none).")
 
 
 class JobResult(BaseModel):

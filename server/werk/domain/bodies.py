@@ -373,6 +373,17 @@ class JobPush(TypedDict):
             ),
         ]
     ]
+    batch: NotRequired[
+        Annotated[
+            Jid,
+            _absent_means(
+                None,
+                description="The bid of an open batch the job joins (`POST /v1/batches`); "
+                "a batch not found is refused (404 `batch_not_found`), a committed one too "
+                "(409 `batch_committed`).",
+            ),
+        ]
+    ]
     on_dependency_failure: NotRequired[
         Annotated[
             rules.DependencyPolicy,
