@@ -248,3 +248,14 @@ async def test_a_member_cancelled_or_deleted_ends_badly(api, action):
     got = await get_batch(api, b["bid"])
     assert (got["dead"], got["state"]) == (1, "finished")
     assert got["on_death"]["state"] == "available"
+
+
+async def test_metrics_count_batches_and_callbacks_released(api):
+    b = await new_batch(api, **callbacks(success="ok", death="bad"))
+    await new_batch(api)
+    await commit(api, b["bid"])
+    r = await api.http.get("/metrics")
+    assert 'werk_batches{state="open"} 1' in r.text
+    assert 'werk_batches{state="finished"} 1' in r.text
+    assert 'werk_batch_callbacks_released{kind="success"} 1' in r.text
+    assert 'werk_batch_callbacks_released{kind="death"} 0' in r.text

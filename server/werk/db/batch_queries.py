@@ -52,3 +52,8 @@ async def get_batches(db: Executor, bids: Sequence[str]) -> list[Any]:
 async def list_batches(db: Executor, after: str | None, limit: int, unfinished: bool) -> list[str]:
     rows = await db.fetch(sql("batch_list"), after, limit, unfinished)
     return [r["bid"] for r in rows]
+
+
+async def batch_metrics(db: Executor) -> Any:
+    """Batches by state and callbacks released by kind (batch_metrics.sql)."""
+    return await db.fetchrow(sql("batch_metrics"))
