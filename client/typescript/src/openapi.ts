@@ -1516,7 +1516,8 @@ export interface components {
         JobState: "scheduled" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired" | "waiting" | "skipped";
         /**
          * NotUniqueProblem
-         * @description `not_unique`: another job holds the pushed job's unique key.
+         * @description A push's conflict: `not_unique` (another job holds the pushed job's unique key), or
+         *     `batch_committed` / `batch_finished` (the batch it names takes no members now).
          */
         NotUniqueProblem: {
             /** Code */
@@ -1527,9 +1528,9 @@ export interface components {
             errors?: components["schemas"]["ProblemFieldError"][] | null;
             /**
              * Existing Jid
-             * @description The job holding the key.
+             * @description `not_unique`: the job holding the key (absent otherwise).
              */
-            existing_jid: string;
+            existing_jid?: string | null;
             /** Status */
             status: number;
             /** Title */
@@ -3258,7 +3259,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_unique */
+            /** @description batch_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_unique (naming the holder), batch_committed or batch_finished */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3368,6 +3378,24 @@ export interface operations {
             };
             /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_committed or batch_finished */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -406,9 +406,12 @@ class Problem(BaseModel):
 
 
 class NotUniqueProblem(Problem):
-    """`not_unique`: another job holds the pushed job's unique key."""
+    """A push's conflict: `not_unique` (another job holds the pushed job's unique key), or
+    `batch_committed` / `batch_finished` (the batch it names takes no members now)."""
 
-    existing_jid: str = Field(description="The job holding the key.")
+    existing_jid: str | None = Field(
+        None, description="`not_unique`: the job holding the key (absent otherwise)."
+    )
 
 
 # Every error is a Problem; documented per route so generated clients parse it (FastAPI's own
