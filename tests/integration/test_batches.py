@@ -259,3 +259,38 @@ async def test_metrics_count_batches_and_callbacks_released(api):
     assert 'werk_batches{state="finished"} 1' in r.text
     assert 'werk_batch_callbacks_released{kind="success"} 1' in r.text
     assert 'werk_batch_callbacks_released{kind="death"} 0' in r.text
+
+
+async def test_retention_prunes_a_finished_batch_once_its_members_are_gone(api, database_url):
+    days = 180
+    b = await new_batch(api)
+    await push_many(api, [{"jobtype": "t", "batch": b["bid"]}])
+    await commit(api, b["bid"])
+    api.clock.advance(days * 86400 + 1)
+    await api.maintain()
+    assert (await get_batch(api, b["bid"]))["pending"] == 1  # a member is stored: kept
+    (member,) = await fetch(api)
+    await ack(api, member)
+    kept = await new_batch(api, **callbacks(success="ok"))
+    (jid,) = (await push_many(api, [{"jobtype": "t", "batch": kept["bid"], "retry": -1}]))["jids"]
+    await commit(api, kept["bid"])
+    (job,) = await fetch(api)
+    await die(api, job)
+    assert (await get_batch(api, b["bid"]))["state"] == "finished"
+    empty = await new_batch(api, **callbacks(death="bad"))
+    await commit(api, empty["bid"])
+    api.clock.advance(days * 86400 + 1)
+    await api.maintain()
+    # The pass prunes the dead member (dead retention) first, then both batches, with the
+    # on_success callback the dead member kept waiting.
+    r = await api.http.get(f"/v1/batches/{empty['bid']}")
+    assert r.status_code == 404
+    r = await api.http.get(f"/v1/batches/{kept['bid']}")
+    assert r.status_code == 404
+    r = await api.http.get(f"/v1/batches/{b['bid']}")
+    assert r.status_code == 404
+    rows = await sql(
+        database_url,
+        f"SELECT count(*) FROM werk_jobs WHERE jid IN ('{jid}', '{kept['on_success']['jid']}')",
+    )
+    assert rows[0][0] == 0

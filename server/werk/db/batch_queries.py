@@ -57,3 +57,10 @@ async def list_batches(db: Executor, after: str | None, limit: int, unfinished: 
 async def batch_metrics(db: Executor) -> Any:
     """Batches by state and callbacks released by kind (batch_metrics.sql)."""
     return await db.fetchrow(sql("batch_metrics"))
+
+
+async def prune_batches(
+    db: Executor, now: datetime | None, *, older_than: float, limit: int
+) -> int:
+    """Delete finished batches nothing can change any more (batch_prune.sql); how many went."""
+    return len(await db.fetch(sql("batch_prune"), now, older_than, limit))

@@ -35,6 +35,9 @@ CREATE TABLE werk_batches (
 );
 CREATE INDEX werk_batches_parent_idx ON werk_batches (parent) WHERE parent IS NOT NULL;
 CREATE INDEX werk_batches_created_idx ON werk_batches (created_at DESC, bid DESC);
+-- Retention reads finished batches oldest first (batch_prune.sql).
+CREATE INDEX werk_batches_finished_idx ON werk_batches (completed_at)
+    WHERE completed_at IS NOT NULL;
 
 -- A member carries its batch's id. NULL on every other job: adding the column rewrites nothing,
 -- and the index and trigger below see only members. A member is stored with dependents = true
