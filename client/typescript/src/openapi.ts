@@ -866,12 +866,12 @@ export interface components {
         BatchNew: {
             /** Description */
             description?: string | null;
-            /** @description Run once every member has settled. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. */
-            on_complete?: components["schemas"]["JobPush"] | null;
-            /** @description Run once, when the first member ends without completing (dead, expired, cancelled, skipped, or deleted unfinished); skipped if the batch succeeds without. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. */
-            on_death?: components["schemas"]["JobPush"] | null;
-            /** @description Run once every member has completed. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. */
-            on_success?: components["schemas"]["JobPush"] | null;
+            /** @description Run once every member has settled. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            on_complete?: components["schemas"]["CallbackJob"] | null;
+            /** @description Run once, when the first member ends without completing (dead, expired, cancelled, skipped, or deleted unfinished); skipped if the batch succeeds without. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            on_death?: components["schemas"]["CallbackJob"] | null;
+            /** @description Run once every member has completed. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            on_success?: components["schemas"]["CallbackJob"] | null;
             /**
              * Parent
              * @description An open batch this one is a member of: it settles in the parent when it finishes, and its first death is the parent's too.
@@ -965,6 +965,62 @@ export interface components {
              * @description The callback job's state: `waiting` until its condition is met; null once it is no longer stored.
              */
             state: string | null;
+        };
+        /** CallbackJob */
+        CallbackJob: {
+            /**
+             * Args
+             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             */
+            args?: unknown[] | null;
+            /**
+             * Backtrace
+             * @default 0
+             */
+            backtrace?: number | null;
+            /**
+             * Custom
+             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             */
+            custom?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Jid
+             * @description Unique id; generated when absent. Re-pushing an existing jid stores nothing new and returns the stored job.
+             */
+            jid?: string | null;
+            /** Jobtype */
+            jobtype: string;
+            /**
+             * Keep Result For
+             * @description Seconds the job stays readable as completed after its ack, with the result the ack carried (GET /v1/jobs/{jid}/result); 0: deleted at ack (unless the server's WERK_COMPLETED_RETENTION keeps every completed job).
+             * @default 0
+             */
+            keep_result_for?: number | null;
+            /**
+             * Priority
+             * @description Higher runs first within a queue.
+             * @default 0
+             */
+            priority?: number | null;
+            /**
+             * Queue
+             * @default default
+             */
+            queue?: string | null;
+            /**
+             * Reserve For
+             * @description Seconds a fetched job stays leased before it expires.
+             * @default 1800
+             */
+            reserve_for?: number | null;
+            /**
+             * Retry
+             * @description Retries before dead; 0 discards on failure, -1 is dead on the first failure.
+             * @default 25
+             */
+            retry?: number | null;
         };
         /**
          * Dependency

@@ -9,12 +9,13 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from werk.api.schemas import RequestBody
 from werk.domain import batches as rules
-from werk.domain.bodies import JobPushBody, Text
+from werk.domain.bodies import CallbackJobBody, Text
 
 Bid = Annotated[Text, StringConstraints(min_length=8, max_length=rules.BID_MAX_LENGTH)]
 _CALLBACK = (
     "A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, "
-    "expiry or `ref`) waiting for its batch; it runs, and retries, like any job."
+    "expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that "
+    "names a stored job is refused (422)."
 )
 
 
@@ -27,13 +28,13 @@ class BatchNew(RequestBody):
         description="An open batch this one is a member of: it settles in the parent when it "
         "finishes, and its first death is the parent's too.",
     )
-    on_complete: JobPushBody | None = Field(
+    on_complete: CallbackJobBody | None = Field(
         default=None, description=f"Run once every member has settled. {_CALLBACK}"
     )
-    on_success: JobPushBody | None = Field(
+    on_success: CallbackJobBody | None = Field(
         default=None, description=f"Run once every member has completed. {_CALLBACK}"
     )
-    on_death: JobPushBody | None = Field(
+    on_death: CallbackJobBody | None = Field(
         default=None,
         description="Run once, when the first member ends without completing (dead, expired, "
         f"cancelled, skipped, or deleted unfinished); skipped if the batch succeeds without. "

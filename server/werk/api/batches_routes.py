@@ -39,15 +39,8 @@ async def new_batch(body: s.BatchNew, services: ServicesDep) -> Response:
     """Open a batch. Jobs join it by carrying its `bid` in `batch` when pushed, until it is
     committed; its callbacks are stored at once, `waiting`, and each is released once, in the
     transaction that meets its condition."""
-    callbacks = {
-        kind: JobSpec(**spec)
-        for kind, spec in (
-            ("complete", body.on_complete),
-            ("success", body.on_success),
-            ("death", body.on_death),
-        )
-        if spec is not None
-    }
+    given = {"complete": body.on_complete, "success": body.on_success, "death": body.on_death}
+    callbacks = {kind: JobSpec(**spec) for kind, spec in given.items() if spec is not None}
     row = await services.batches.new(body.description, body.parent, callbacks)
     return JSON(batch_view(row), status_code=201)
 
