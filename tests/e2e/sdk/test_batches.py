@@ -85,3 +85,19 @@ async def test_a_handler_adds_work_to_its_batch_from_inside(werk_server):
         status = await client.batch_status(b.bid)
     assert sorted(ran) == ["all-done", "part0", "part1", "part2", "split"]
     assert (status.total, status.succeeded, status.state) == (4, 4, "finished")
+
+
+def test_a_child_batch_is_a_member_of_its_parent(werk_server):
+    with Client(werk_server.url) as client:
+        done = {"jobtype": "p-done", "queue": "sdk-nest-cb"}
+        with client.batch(on_complete=done) as parent, parent.batch(description="c") as child:
+            child.push("t", queue="sdk-nest")
+        status = client.batch_status(parent.bid)
+        assert status.children == [child.bid] and status.total == 1
+        assert client.batch_status(child.bid).parent == parent.bid
+        (job,) = client.fetch(["sdk-nest"], wid="w")
+        assert job.batch == child.bid
+        client.ack(job.jid, job.lease)
+        assert client.batch_status(parent.bid).state == "finished"
+        (cb,) = client.fetch(["sdk-nest-cb"], wid="w")
+        assert cb.jobtype == "p-done"
