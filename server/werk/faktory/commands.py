@@ -227,9 +227,9 @@ class Commands:
         if not rest or len(rest) > BID_MAX_LENGTH or " " in rest:
             raise InvalidRequest(f"BATCH {sub} needs a bid")
         batches = self._services.batches
-        if sub == "OPEN":
+        if sub == "OPEN":  # answered with the bid, which Faktory's clients take as the batch's
             await batches.open(rest)
-            return OK
+            return protocol.bulk(rest.encode())
         if sub == "COMMIT":
             await batches.commit(rest)
             return OK

@@ -50,7 +50,7 @@ async def test_a_batch_through_fwp(fwp):
     late = {"jid": "fwp-late-01", "jobtype": "t", "args": [], "custom": {"bid": bid}}
     refused = await conn.cmd("PUSH", late)
     assert refused.kind == "-" and "committed" in refused.text
-    assert str(await conn.call(f"BATCH OPEN {bid}")) == "+OK"
+    assert str(await conn.call(f"BATCH OPEN {bid}")) == f"${bid}"  # the bid, as Faktory answers
     assert str(await conn.cmd("PUSH", late)) == "+OK"
     assert str(await conn.call(f"BATCH COMMIT {bid}")) == "+OK"
     assert (await status(conn, bid))["total"] == 5
