@@ -64,3 +64,8 @@ async def prune_batches(
 ) -> int:
     """Delete finished batches nothing can change any more (batch_prune.sql); how many went."""
     return len(await db.fetch(sql("batch_prune"), now, older_than, limit))
+
+
+async def batch_members(db: Executor, bid: str, limit: int) -> list[Any]:
+    """The first ``limit`` member jobs still stored (batch_members.sql)."""
+    return await db.fetch(sql("batch_members"), bid, limit)

@@ -79,6 +79,10 @@ class BatchService:
     async def get(self, bid: str) -> Row:
         return await self._find(bid)
 
+    async def members(self, bid: str, limit: int) -> list[Row]:
+        """The batch's member jobs still stored, oldest first (completed members are pruned)."""
+        return list(await batch_queries.batch_members(self._pool, bid, limit))
+
     async def list(self, after: str | None, limit: int, unfinished: bool) -> list[Row]:
         bids = await batch_queries.list_batches(self._pool, after, limit, unfinished)
         if not bids:

@@ -437,7 +437,8 @@ async def batch_page(request: Request, services: ServicesDep, user: UserDep, bid
         batch = await services.batches.get(bid)
     except BatchNotFound:
         return render(request, "missing.html", user, status=404, jid=bid, what="batch")
-    return render(request, "batch.html", user, b=batch_view(batch))
+    members = await services.batches.members(bid, PAGE_SIZE)
+    return render(request, "batch.html", user, b=batch_view(batch), members=members)
 
 
 @router.get("/jobs/{jid:path}")

@@ -28,6 +28,11 @@ async def test_batches_pages_show_progress_and_callbacks(api: InProcess) -> None
     assert XSS not in r.text and "&lt;script&gt;" in r.text
     r = await api.http.get(f"/batches/{parent}")
     assert r.status_code == 200 and child in r.text and "every member completed" in r.text
+    assert f'href="/jobs/{member}"' in r.text  # its member jobs
+    # A callback's page links its dependency to the batch it waits for.
+    callback = (await api.http.get(f"/v1/batches/{parent}")).json()["on_success"]["jid"]
+    r = await api.http.get(f"/jobs/{callback}")
+    assert f'href="/batches/{parent}"' in r.text
     r = await api.http.get(f"/batches/{child}")
     assert f'href="/batches/{parent}"' in r.text and "the first member died" in r.text
     r = await api.http.get(f"/jobs/{member}")
