@@ -6,6 +6,9 @@ member retried that then completes still brings success."""
 
 from __future__ import annotations
 
+import asyncio
+
+import asyncpg
 import pytest
 
 from tests.support.helpers import sql
@@ -294,3 +297,36 @@ async def test_retention_prunes_a_finished_batch_once_its_members_are_gone(api, 
         f"SELECT count(*) FROM werk_jobs WHERE jid IN ('{jid}', '{kept['on_success']['jid']}')",
     )
     assert rows[0][0] == 0
+
+
+async def test_two_transactions_settling_the_last_members_release_the_callback_once(
+    api, database_url
+):
+    """Each of the batch's last two members is acked in its own open transaction: the second
+    waits for the batch's row lock, then sees the first's count, so exactly one of them meets
+    the condition and releases the callbacks."""
+    b = await new_batch(api, **callbacks(success="ok", complete="done"))
+    await push_many(api, [{"jobtype": "t", "batch": b["bid"]} for _ in range(2)])
+    await commit(api, b["bid"])
+    first, second = await fetch(api)
+    one, two = await asyncpg.connect(database_url), await asyncpg.connect(database_url)
+    try:
+        t1, t2 = one.transaction(), two.transaction()
+        await t1.start()
+        await t2.start()
+        assert await one.fetchval("SELECT werk.ack($1, $2)", first["jid"], first["lease"])
+        waiting = asyncio.create_task(
+            two.fetchval("SELECT werk.ack($1, $2)", second["jid"], second["lease"])
+        )
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # held by the batch's row lock
+        await t1.commit()
+        assert await waiting
+        await t2.commit()
+    finally:
+        await one.close()
+        await two.close()
+    got = await get_batch(api, b["bid"])
+    assert (got["succeeded"], got["state"]) == (2, "finished")
+    assert got["on_success"]["state"] == got["on_complete"]["state"] == "available"
+    assert sorted(j["jobtype"] for j in await run_all(api, queue="callbacks")) == ["done", "ok"]
