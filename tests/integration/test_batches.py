@@ -330,3 +330,20 @@ async def test_two_transactions_settling_the_last_members_release_the_callback_o
     assert (got["succeeded"], got["state"]) == (2, "finished")
     assert got["on_success"]["state"] == got["on_complete"]["state"] == "available"
     assert sorted(j["jobtype"] for j in await run_all(api, queue="callbacks")) == ["done", "ok"]
+
+
+async def test_a_death_three_levels_down_reaches_every_ancestor_once(api):
+    top = await new_batch(api, **callbacks(death="top-bad", complete="top-done"))
+    mid = await new_batch(api, parent=top["bid"], **callbacks(death="mid-bad"))
+    low = await new_batch(api, parent=mid["bid"], **callbacks(death="low-bad"))
+    await push_many(api, [{"jobtype": "t", "batch": low["bid"], "retry": -1} for _ in range(2)])
+    for b in (low, mid, top):
+        await commit(api, b["bid"])
+    first, second = await fetch(api)
+    await die(api, first)
+    await die(api, second)
+    cbs = sorted(j["jobtype"] for j in await run_all(api, queue="callbacks"))
+    assert cbs == ["low-bad", "mid-bad", "top-bad", "top-done"]
+    got = await get_batch(api, top["bid"])
+    assert (got["dead"], got["succeeded"], got["state"]) == (1, 0, "finished")
+    assert (await get_batch(api, mid["bid"]))["dead"] == 1
