@@ -193,6 +193,16 @@ func perform(t *testing.T, c *Client, op string, p map[string]any) (any, error) 
 		decode(t, p, &beat)
 		state, err := c.Beat(ctx, beat)
 		return map[string]any{"state": state}, err
+	case "batch_new":
+		var spec BatchNew
+		decode(t, p, &spec)
+		return c.CreateBatch(ctx, spec)
+	case "batch_open":
+		return c.ReopenBatch(ctx, p["bid"].(string))
+	case "batch_commit":
+		return c.CommitBatch(ctx, p["bid"].(string))
+	case "batch_status":
+		return c.BatchStatus(ctx, p["bid"].(string))
 	}
 	t.Fatalf("unknown op %s", op)
 	return nil, nil

@@ -49,7 +49,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Is matches the sentinels by code (ErrValidation also matches invalid_json and a refused graph
 // of jobs, dependency_cycle and dependency_not_found; ErrUnavailable
-// matches any 502/503/504 or unreachable server).
+// matches any 502/503/504 or unreachable server; ErrBatchClosed matches batch_finished too).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	if !ok {
@@ -61,6 +61,8 @@ func (e *Error) Is(target error) bool {
 			e.Code == "dependency_cycle" || e.Code == "dependency_not_found"
 	case ErrUnavailable:
 		return e.transient()
+	case ErrBatchClosed:
+		return e.Code == "batch_committed" || e.Code == "batch_finished"
 	}
 	return t.Code == e.Code
 }
@@ -72,14 +74,18 @@ func (e *Error) transient() bool {
 
 // Sentinels for errors.Is.
 var (
-	ErrLeaseLost    = &Error{Code: "lease_lost"}
-	ErrNotUnique    = &Error{Code: "not_unique"}
-	ErrJobNotFound  = &Error{Code: "job_not_found"}
-	ErrValidation   = &Error{Code: "invalid_request"}
-	ErrUnauthorized = &Error{Code: "unauthorized"}
-	ErrForbidden    = &Error{Code: "forbidden"}
-	ErrTooLarge     = &Error{Code: "payload_too_large"}
-	ErrUnavailable  = &Error{Code: "unreachable"}
+	ErrLeaseLost   = &Error{Code: "lease_lost"}
+	ErrNotUnique   = &Error{Code: "not_unique"}
+	ErrJobNotFound = &Error{Code: "job_not_found"}
+	// ErrBatchNotFound: no batch with that bid. ErrBatchClosed: the batch takes no members now
+	// (batch_committed: open it again first; batch_finished: never again).
+	ErrBatchNotFound = &Error{Code: "batch_not_found"}
+	ErrBatchClosed   = &Error{Code: "batch_committed"}
+	ErrValidation    = &Error{Code: "invalid_request"}
+	ErrUnauthorized  = &Error{Code: "unauthorized"}
+	ErrForbidden     = &Error{Code: "forbidden"}
+	ErrTooLarge      = &Error{Code: "payload_too_large"}
+	ErrUnavailable   = &Error{Code: "unreachable"}
 )
 
 // AsError returns the *Error in err's chain, if any.

@@ -41,6 +41,8 @@ type Job struct {
 	// dependency's outcome and result. Dependents: a job read alone that others depend on.
 	Dependencies []Dependency `json:"dependencies,omitempty"`
 	Dependents   []Dependent  `json:"dependents,omitempty"`
+	// Batch: the bid of the batch the job is a member of (empty: none).
+	Batch string `json:"batch,omitempty"`
 
 	result any // set by a handler (SetResult): sent with the worker's ack
 }
@@ -169,6 +171,48 @@ type JobSpec struct {
 	DependsOn           []any  `json:"depends_on,omitempty"`
 	OnDependencyFailure string `json:"on_dependency_failure,omitempty"`
 	Ref                 string `json:"ref,omitempty"`
+	// Batch: the bid of an open batch the job joins (see Client.Batch).
+	Batch string `json:"batch,omitempty"`
+}
+
+// BatchNew opens a batch: a description, a parent batch it is a member of, and callback jobs
+// run once: OnComplete when every member has settled, OnSuccess when every member has
+// completed, OnDeath at the first member that ends without completing.
+type BatchNew struct {
+	Description string   `json:"description,omitempty"`
+	Parent      string   `json:"parent,omitempty"`
+	OnComplete  *JobSpec `json:"on_complete,omitempty"`
+	OnSuccess   *JobSpec `json:"on_success,omitempty"`
+	OnDeath     *JobSpec `json:"on_death,omitempty"`
+}
+
+// BatchCallback is a batch's callback job: State is "waiting" until its condition is met, and
+// empty once the job is no longer stored.
+type BatchCallback struct {
+	JID   string `json:"jid"`
+	State string `json:"state"`
+}
+
+// BatchStatus is how a batch stands. State: "open", "committed" or "finished". Members (jobs
+// and child batches) are Succeeded (completed), Dead (ended without completing; a retried one is
+// pending again) or Pending.
+type BatchStatus struct {
+	BID         string         `json:"bid"`
+	Description string         `json:"description"`
+	Parent      string         `json:"parent"`
+	Children    []string       `json:"children"`
+	State       string         `json:"state"`
+	Total       int            `json:"total"`
+	Pending     int            `json:"pending"`
+	Succeeded   int            `json:"succeeded"`
+	Dead        int            `json:"dead"`
+	CreatedAt   time.Time      `json:"created_at"`
+	CompletedAt *time.Time     `json:"completed_at"`
+	SucceededAt *time.Time     `json:"succeeded_at"`
+	DiedAt      *time.Time     `json:"died_at"`
+	OnComplete  *BatchCallback `json:"on_complete"`
+	OnSuccess   *BatchCallback `json:"on_success"`
+	OnDeath     *BatchCallback `json:"on_death"`
 }
 
 // Int returns a pointer to v (for JobSpec.Retry and FailReport.RetryIn).

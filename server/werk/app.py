@@ -14,6 +14,7 @@ from werk import __version__, web
 from werk.api import (
     admin_routes,
     auth,
+    batches_routes,
     jobs_routes,
     metrics_routes,
     problems,
@@ -33,6 +34,7 @@ from werk.domain.clock import Clock, DatabaseClock
 from werk.faktory.server import FaktoryServer
 from werk.http.proxies import TrustedProxies
 from werk.services.admin import AdminService
+from werk.services.batches import BatchService
 from werk.services.claim import ClaimService
 from werk.services.container import Services
 from werk.services.faktory_ops import FaktoryOps
@@ -130,6 +132,7 @@ def create_app(
             admin=AdminService(admin_pool, clock, hub),
             metrics=MetricsService(admin_pool, clock, durations),
             sessions=SessionService(admin_pool, clock, settings),
+            batches=BatchService(pool, clock),
         )
         app.state.services = services
         hub.start()
@@ -181,6 +184,10 @@ def create_app(
         jobs_routes.router, dependencies=[Depends(authorize("push", read=("push", "work")))]
     )
     app.include_router(work_routes.router, dependencies=[Depends(authorize("work"))])
+    app.include_router(
+        batches_routes.router, dependencies=[Depends(authorize("push", read=("push", "work")))]
+    )
+    app.include_router(batches_routes.admin_router, dependencies=[Depends(authorize("admin"))])
     app.include_router(
         system_routes.router,
         dependencies=[Depends(authorize("admin", public=("/livez", "/readyz")))],

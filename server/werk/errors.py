@@ -170,3 +170,26 @@ class DependencyCycle(WerkError):
     code = "dependency_cycle"
     status = 422
     title = "The dependencies form a cycle"
+
+
+class BatchNotFound(WerkError):
+    code = "batch_not_found"
+    status = 404
+    title = "No such batch"
+
+
+class BatchCommitted(WerkError):
+    """Jobs and child batches join a batch only while it is open (before its commit, or after
+    it is opened again)."""
+
+    code = "batch_committed"
+    status = 409
+    title = "The batch is committed: open it again to add members"
+
+
+class BatchFinished(WerkError):
+    """A batch that finished (committed with every member settled) is never opened again."""
+
+    code = "batch_finished"
+    status = 409
+    title = "The batch has finished"

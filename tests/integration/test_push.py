@@ -370,7 +370,7 @@ def test_the_defaults_the_schema_states_are_the_ones_applied():
     stated = {name: p["default"] for name, p in properties.items() if "default" in p}
     assert set(stated) == {
         "jid", "queue", "priority", "reserve_for", "at", "retry", "backtrace", "keep_result_for",
-        "expires_at", "expires_in", "ref", "on_dependency_failure",
+        "expires_at", "expires_in", "ref", "on_dependency_failure", "batch",
     }  # fmt: skip
     spec = JobSpec(jobtype="x")
     assert {name: getattr(spec, name) for name in stated} == stated

@@ -6,6 +6,8 @@ import { Unavailable, WerkError, errorFromResponse } from "./errors.js";
 import type {
   AckItem,
   AckManyResult,
+  BatchNew,
+  BatchStatus,
   Beat,
   ExtendOptions,
   ExtendResult,
@@ -26,6 +28,13 @@ import type {
 export const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
 export const MAX_BATCH = 1000;
+
+/** An open batch inside `Client.batch` or `Client.inBatch`: what is pushed through it joins it. */
+export interface BatchHandle {
+  bid: string;
+  push(job: JobPush): Promise<PushedJob>;
+  pushMany(jobs: JobPush[]): Promise<PushManyResult>;
+}
 
 export interface ClientOptions {
   /** Server URL; default `WERK_URL`, else `http://127.0.0.1:7420`. */
@@ -166,6 +175,61 @@ export class Client {
       merged.created += result.created;
     }
     return merged;
+  }
+
+  // -- batches -------------------------------------------------------------------------------
+
+  /**
+   * Open a batch, run `fill` with it (its `push` and `pushMany` join the batch), then commit it;
+   * resolves with the batch as committed. If `fill` throws, the batch is left open (not
+   * committed) and the error propagates. Callbacks run once: `on_complete` when every member has
+   * settled, `on_success` when every member has completed, `on_death` at the first member that
+   * ends without completing.
+   */
+  async batch(spec: BatchNew, fill: (batch: BatchHandle) => Promise<void>): Promise<BatchStatus> {
+    const opened = await this.createBatch(spec);
+    await fill(this.handle(opened.bid));
+    return this.commitBatch(opened.bid);
+  }
+
+  /** Open an existing batch again, run `fill`, commit: how a member job adds work to its batch. */
+  async inBatch(bid: string, fill: (batch: BatchHandle) => Promise<void>): Promise<BatchStatus> {
+    await this.reopenBatch(bid);
+    await fill(this.handle(bid));
+    return this.commitBatch(bid);
+  }
+
+  /** Open a new batch (`batch` wraps this, `fill` and the commit). */
+  async createBatch(spec: BatchNew = {}): Promise<BatchStatus> {
+    const body: Record<string, unknown> = { ...spec };
+    for (const kind of ["on_complete", "on_success", "on_death"] as const) {
+      const job = spec[kind];
+      if (job) body[kind] = withJid(job);
+    }
+    return (await this.send({ method: "POST", path: "/v1/batches", body })) as BatchStatus;
+  }
+
+  /** Open a committed batch again; rejects with `BatchClosed` (`batch_finished`) once it finished. */
+  async reopenBatch(bid: string): Promise<BatchStatus> {
+    return (await this.send({ method: "POST", path: `/v1/batches/${encodeURIComponent(bid)}/open`, body: {} })) as BatchStatus;
+  }
+
+  /** Commit the batch: it finishes once no member is pending. */
+  async commitBatch(bid: string): Promise<BatchStatus> {
+    return (await this.send({ method: "POST", path: `/v1/batches/${encodeURIComponent(bid)}/commit`, body: {} })) as BatchStatus;
+  }
+
+  /** How the batch stands; rejects with `BatchNotFound`. */
+  async batchStatus(bid: string): Promise<BatchStatus> {
+    return (await this.send({ method: "GET", path: `/v1/batches/${encodeURIComponent(bid)}` })) as BatchStatus;
+  }
+
+  private handle(bid: string): BatchHandle {
+    return {
+      bid,
+      push: (job) => this.push({ ...job, batch: bid }),
+      pushMany: (jobs) => this.pushMany(jobs.map((job) => ({ ...job, batch: bid }))),
+    };
   }
 
   /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */

@@ -1,6 +1,8 @@
-export { Client, MAX_BATCH, VERSION, newJid, type ClientOptions } from "./client.js";
+export { Client, MAX_BATCH, VERSION, newJid, type BatchHandle, type ClientOptions } from "./client.js";
 export { Worker, type Handler, type JobContext, type WorkerOptions } from "./worker.js";
 export {
+  BatchClosed,
+  BatchNotFound,
   Forbidden,
   JobNotFound,
   LeaseLost,

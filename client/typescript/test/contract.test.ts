@@ -77,6 +77,10 @@ async function perform(op: string, p: Params): Promise<unknown> {
     case "fail": return client.fail(jid, lease, rest);
     case "extend": return client.extend(jid, lease, rest);
     case "beat": return { state: await client.beat(p as any) };
+    case "batch_new": return client.createBatch(p as any);
+    case "batch_open": return client.reopenBatch(p.bid);
+    case "batch_commit": return client.commitBatch(p.bid);
+    case "batch_status": return client.batchStatus(p.bid);
     default: throw new Error(`unknown op ${op}`);
   }
 }

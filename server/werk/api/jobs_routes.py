@@ -50,7 +50,11 @@ def wants_minimal(prefer: str) -> bool:
             "description": "Another job holds the unique key and `on_conflict` is `existing` or "
             "`replace`: that job (after the replacement), with `duplicate: true`.",
         },
-        409: {"model": schemas.NotUniqueProblem, "description": "not_unique"},
+        404: {"model": schemas.Problem, "description": "batch_not_found"},
+        409: {
+            "model": schemas.NotUniqueProblem,
+            "description": "not_unique (naming the holder), batch_committed or batch_finished",
+        },
     },
 )
 async def push(body: JobPushBody, services: ServicesDep) -> Response:
@@ -72,6 +76,10 @@ async def push(body: JobPushBody, services: ServicesDep) -> Response:
     operation_id="jobs-push-batch",
     status_code=201,
     response_model=schemas.JobBatchPushed,
+    responses={
+        404: {"model": schemas.Problem, "description": "batch_not_found"},
+        409: {"model": schemas.Problem, "description": "batch_committed or batch_finished"},
+    },
 )
 async def push_batch(
     body: schemas.JobBatchPush,

@@ -159,6 +159,7 @@ class Job(BaseModel):
         description="A job others depend on, read alone: those jobs (the first 1,000; absent "
         "otherwise).",
     )
+    batch: str | None = Field(None, description="The batch the job is a member of (absent: none).")
 
 
 class JobResult(BaseModel):
@@ -405,9 +406,12 @@ class Problem(BaseModel):
 
 
 class NotUniqueProblem(Problem):
-    """`not_unique`: another job holds the pushed job's unique key."""
+    """A push's conflict: `not_unique` (another job holds the pushed job's unique key), or
+    `batch_committed` / `batch_finished` (the batch it names takes no members now)."""
 
-    existing_jid: str = Field(description="The job holding the key.")
+    existing_jid: str | None = Field(
+        None, description="`not_unique`: the job holding the key (absent otherwise)."
+    )
 
 
 # Every error is a Problem; documented per route so generated clients parse it (FastAPI's own

@@ -263,7 +263,7 @@ async def push_dependent_jobs(
 ) -> Any:
     """Insert the jobs whose jid is new with their dependency edges (job_push_deps.sql); returns
     the jids inserted, the dependencies marked (stored before) and those missing (then nothing
-    is written)."""
+    is written), the batches the jobs inserted join and those of them joined (open)."""
     fields = ("jid", "jobtype", "queue", "args", "priority", "reserve_for", "retry", "backtrace",
               "custom", "at", "expires_at", "expires_in", "keep_result_for")  # fmt: skip
     columns = [[getattr(j, f) for j in jobs] for f in fields]
@@ -276,6 +276,7 @@ async def push_dependent_jobs(
         [e.dep for e in edges],
         [e.on_failure.value for e in edges],
         [e.ref for e in edges],
+        [j.batch for j in jobs] if any(j.batch for j in jobs) else [],
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Any, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from pydantic import (
     AfterValidator,
@@ -18,7 +18,7 @@ from pydantic import (
     TypeAdapter,
     with_config,
 )
-from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
+from typing_extensions import TypedDict, get_type_hints  # typing.TypedDict: pydantic needs 3.12
 
 from werk.domain import job as rules
 from werk.domain.json_values import INT64, MAX_JSON_DEPTH, NO_NUL, check_json
@@ -373,6 +373,17 @@ class JobPush(TypedDict):
             ),
         ]
     ]
+    batch: NotRequired[
+        Annotated[
+            Jid,
+            _absent_means(
+                None,
+                description="The bid of an open batch the job joins (`POST /v1/batches`); "
+                "a batch not found is refused (404 `batch_not_found`), a committed one too "
+                "(409 `batch_committed`).",
+            ),
+        ]
+    ]
     on_dependency_failure: NotRequired[
         Annotated[
             rules.DependencyPolicy,
@@ -396,3 +407,23 @@ _JOB_OPTIONAL = JOB_KEYS - set(TypeAdapter(JobPush).json_schema()["required"])
 # The pushed job as adapters take it: JobPush with its null optional keys dropped (a
 # TypedDict has no validators of its own).
 JobPushBody = Annotated[JobPush, BeforeValidator(lambda data: without_nulls(data, _JOB_OPTIONAL))]
+
+
+# A batch's callback job: a push's fields but those that would make it wait for something else
+# than its batch (a time, a key, dependencies, another batch, an expiry, a ref).
+CALLBACK_KEYS = (
+    "jid", "jobtype", "args", "queue", "priority", "reserve_for", "retry", "backtrace", "custom",
+    "keep_result_for",
+)  # fmt: skip
+if TYPE_CHECKING:  # a TypedDict built at run time: the checker reads it as the push it narrows
+    CallbackJobBody = JobPushBody
+else:
+    _JOB_HINTS = get_type_hints(JobPush, include_extras=True)
+    CallbackJob = with_config(STRICT)(
+        TypedDict("CallbackJob", {k: _JOB_HINTS[k] for k in CALLBACK_KEYS}, total=True)
+    )
+    _CALLBACK_OPTIONAL = frozenset(CALLBACK_KEYS) & _JOB_OPTIONAL
+    # The callback as adapters take it: null optional keys dropped, as for a push.
+    CallbackJobBody = Annotated[
+        CallbackJob, BeforeValidator(lambda data: without_nulls(data, _CALLBACK_OPTIONAL))
+    ]

@@ -138,6 +138,7 @@ class JobSpec:
     ref: str | None = None
     depends_on: list[Any] | None = None
     on_dependency_failure: DependencyPolicy = DependencyPolicy.FAIL
+    batch: str | None = None  # the bid of the batch it joins
 
 
 @dataclass(slots=True)
@@ -181,6 +182,7 @@ class NewJob:
     expires_at: datetime | None = None
     expires_in: float | None = None  # seconds from ``at`` (or now): expires_at then
     unique: UniqueLock | None = None
+    batch: str | None = None
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from werk import __version__
 from werk.config import Settings
+from werk.domain.batches import BID_MAX_LENGTH, DESCRIPTION_MAX_LENGTH
 from werk.domain.job import JobSpec, OnConflict
 from werk.domain.json_values import check_json, check_text
 from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
@@ -25,6 +26,8 @@ from werk.faktory.jobs import (
     ERRTYPE_MAX,
     MESSAGE_MAX,
     InvalidJob,
+    callback_spec,
+    faktory_batch,
     faktory_job,
     job_spec,
 )
@@ -95,6 +98,7 @@ class Commands:
             "FLUSH": self._flush,
             "QUEUE": self._queue,
             "MUTATE": self._mutate,
+            "BATCH": self._batch,
         }
 
     # -- the handshake ---------------------------------------------------------------------------
@@ -208,6 +212,46 @@ class Commands:
                 if result.conflict is OnConflict.REJECT:
                     rejected[spec.jid or ""] = f"NOTUNIQUE {_not_unique(result.job['jid'])}"
         return protocol.bulk(protocol.dump_json(rejected))
+
+    # -- batches (Faktory Enterprise) ------------------------------------------------------------
+
+    async def _batch(self, session: Session, payload: str) -> bytes:
+        """BATCH NEW {description, parent_bid, success, complete} answers the new bid; BATCH
+        OPEN, COMMIT and STATUS name one."""
+        sub, _, rest = payload.strip().partition(" ")
+        sub, rest = sub.upper(), rest.strip()
+        if sub == "NEW":
+            return await self._batch_new(rest)
+        if sub not in ("OPEN", "COMMIT", "STATUS"):
+            return protocol.error(f"unknown BATCH command {sub[:20]}")
+        if not rest or len(rest) > BID_MAX_LENGTH or " " in rest:
+            raise InvalidRequest(f"BATCH {sub} needs a bid")
+        batches = self._services.batches
+        if sub == "OPEN":  # answered with the bid, which Faktory's clients take as the batch's
+            await batches.open(rest)
+            return protocol.bulk(rest.encode())
+        if sub == "COMMIT":
+            await batches.commit(rest)
+            return OK
+        return protocol.bulk(protocol.dump_json(faktory_batch(await batches.get(rest))))
+
+    async def _batch_new(self, payload: str) -> bytes:
+        raw = protocol.load_json(payload, "BATCH NEW")
+        if not isinstance(raw, dict):
+            raise InvalidJob("BATCH NEW needs a JSON object")
+        description = raw.get("description")
+        if description is not None:
+            description = _text(description, DESCRIPTION_MAX_LENGTH)
+        parent = raw.get("parent_bid") or None
+        if parent is not None and not isinstance(parent, str):
+            raise InvalidJob("parent_bid must be a string")
+        callbacks = {
+            kind: callback_spec(raw[key])
+            for kind, key in (("success", "success"), ("complete", "complete"))
+            if raw.get(key)
+        }
+        row = await self._services.batches.new(description, parent, callbacks)
+        return protocol.bulk(row["bid"].encode())
 
     # -- workers ---------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from werk.domain import job as rules
 from werk.domain.bodies import JOB_KEYS, JobPushBody
+from werk.domain.jids import new_jid
 from werk.domain.job import JobSpec
 
 # Faktory's priorities run 1..9 with 5 the default; Werk's default is 0. Faktory's 5 is Werk's 0,
@@ -66,12 +67,12 @@ def job_spec(raw: Any) -> JobSpec:
 
 # Werk's own keys, which Faktory's jobs carry in custom instead.
 _WERK_ONLY = frozenset(
-    {"unique", "expires_at", "expires_in", "ref", "depends_on", "on_dependency_failure"}
+    {"unique", "expires_at", "expires_in", "ref", "depends_on", "on_dependency_failure", "batch"}
 )
 
 
 def _enterprise_options(custom: dict[str, Any]) -> dict[str, Any]:
-    """Faktory Enterprise's unique and expiry options in ``custom``, as JobPush's fields (the
+    """Faktory Enterprise's unique, expiry and batch options in ``custom``, as JobPush's fields (the
     model then checks them, and names them if they are wrong)."""
     options: dict[str, Any] = {}
     if custom.get("unique_for") is not None:
@@ -82,6 +83,10 @@ def _enterprise_options(custom: dict[str, Any]) -> dict[str, Any]:
     for key in ("expires_at", "expires_in"):
         if custom.get(key) is not None:
             options[key] = custom[key]
+    # Enterprise's batches: a job joins the batch its custom.bid names (and keeps it there, for
+    # the job to open its batch again from inside).
+    if custom.get("bid") is not None:
+        options["batch"] = custom["bid"]
     return options
 
 
@@ -169,3 +174,43 @@ def faktory_job(row: Mapping[str, Any]) -> dict[str, Any]:
             "backtrace": row["error_backtrace"] or [],
         }
     return job
+
+
+def callback_spec(raw: Any) -> JobSpec:
+    """A batch's callback job as BATCH NEW carries it: a job whose jid and args may be left out
+    (a jid is generated); it never joins a batch itself."""
+    if not isinstance(raw, dict):
+        raise InvalidJob("a batch callback must be a JSON object")
+    job = {"jid": new_jid(), "args": [], **raw}
+    if isinstance(job.get("custom"), dict):
+        job["custom"] = {k: v for k, v in job["custom"].items() if k != "bid"}
+    return job_spec(job)
+
+
+# A callback's state as Faktory's BATCH STATUS reports it: "" not fired, "1" fired (pending or
+# running), "2" succeeded; a fired callback no longer stored has been pruned after its ack.
+_CALLBACK_STATES = {"waiting": "", "skipped": "", "completed": "2"}
+
+
+def faktory_batch(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A batch as Faktory's BATCH STATUS answers it."""
+
+    def state(kind: str, fired: Any) -> str:
+        if row[f"{kind}_jid"] is None:
+            return "" if fired is None else "2"
+        current = row[f"{kind}_state"]
+        if current is None:
+            return "2"
+        return _CALLBACK_STATES.get(current, "1")
+
+    return {
+        "bid": row["bid"],
+        "parent_bid": row["parent"] or "",
+        "description": row["description"] or "",
+        "created_at": row["created_at"],
+        "total": row["total"],
+        "pending": row["pending"],
+        "failed": row["dead"],
+        "complete_st": state("complete", row["completed_at"]),
+        "success_st": state("success", row["succeeded_at"]),
+    }

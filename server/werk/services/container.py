@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from werk.services.admin import AdminService
+from werk.services.batches import BatchService
 from werk.services.claim import ClaimService
 from werk.services.info import InfoService
 from werk.services.maintenance import Maintenance
@@ -32,3 +33,4 @@ class Services:
     admin: AdminService
     metrics: MetricsService
     sessions: SessionService
+    batches: BatchService

@@ -14,7 +14,7 @@ import logging
 import asyncpg
 
 from werk.config import Settings
-from werk.db import queries, sessions
+from werk.db import batch_queries, queries, sessions
 from werk.domain.clock import Clock
 from werk.services.wakeup import WakeHub, counts_by_queue
 
@@ -52,7 +52,8 @@ class Maintenance:
         return {"released": released, "expired": expired, "promoted": promoted, "pruned": pruned}
 
     async def prune(self) -> int:
-        """Apply dead-job and completed-job retention, a bounded batch per statement; forget gone
+        """Apply dead-job and completed-job retention, a bounded batch per statement; delete
+        finished batches whose members are all gone, after the dead-job retention; forget gone
         workers and expired dashboard sessions."""
         total = 0
         while True:
@@ -67,6 +68,16 @@ class Maintenance:
             total += n
             if n < BATCH:
                 break
+        while (
+            await batch_queries.prune_batches(
+                self._pool,
+                self._clock.now(),
+                older_than=self._settings.dead_retention_days * 86400,
+                limit=BATCH,
+            )
+            == BATCH
+        ):
+            pass
         await queries.prune_gone_workers(
             self._pool, self._clock.now(), older_than=GONE_WORKER_RETENTION
         )

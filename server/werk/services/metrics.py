@@ -14,10 +14,12 @@ import itertools
 import math
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import asyncpg
 
-from werk.db import admin_queries
+from werk.db import admin_queries, batch_queries
+from werk.domain.batches import CALLBACK_KINDS
 from werk.domain.clock import Clock
 from werk.domain.job import JobState, WorkerState
 
@@ -114,7 +116,8 @@ class MetricsService:
                 return cached[1]
             queues = await admin_queries.list_queues(self._pool, self._clock.now())
             counters, workers = await admin_queries.metrics_counters(self._pool)
-            lines = list(_database_lines(queues, counters, workers))
+            batches = await batch_queries.batch_metrics(self._pool)
+            lines = [*_database_lines(queues, counters, workers), *_batch_lines(batches)]
             self._cached = (time.monotonic(), lines)
             return lines
 
@@ -185,3 +188,18 @@ def _database_lines(
     for worker_state in WorkerState:
         instructed.add(workers.get(worker_state.value, 0), ("state", worker_state.value))
     yield from instructed.lines
+
+
+def _batch_lines(row: Any) -> Iterable[str]:
+    batches = _Family("werk_batches", "gauge", "Batches stored, by state.")
+    for state in ("open", "committed", "finished"):
+        batches.add(row[state], ("state", state))
+    yield from batches.lines
+    released = _Family(
+        "werk_batch_callbacks_released",
+        "gauge",
+        "Callbacks of the batches stored that were released, by kind.",
+    )
+    for kind in CALLBACK_KINDS:
+        released.add(row[kind], ("kind", kind))
+    yield from released.lines

@@ -18,6 +18,7 @@ from werk.domain.jids import new_jid, new_jids
 from werk.domain.job import DependencyEdge, JobSpec, NewJob, OnConflict, PushResult
 from werk.domain.unique import unique_lock
 from werk.errors import DependencyNotFound, InvalidRequest, JobNotFound, NotUnique
+from werk.services.batches import batch_closed
 from werk.services.claim import ClaimService
 from werk.services.wakeup import Waiter, WakeHub, counts_by_queue
 from werk.services.writers import PushWriter
@@ -52,7 +53,7 @@ class PushService:
         its stored job is returned instead. A job whose unique key another job holds is answered
         with that job (``conflict`` says what was done); unique keys must differ in a batch."""
         jobs = _new_jobs(specs)
-        if any(s.depends_on for s in specs):
+        if any(s.depends_on or s.batch for s in specs):
             return await self._store_dependent(specs, jobs)
         if any(j.unique for j in jobs):
             return await self._store_unique(jobs)
@@ -67,7 +68,7 @@ class PushService:
         reserved for a waiting fetch: those fetches are woken and claim. For producers that keep
         no more than the jids."""
         jobs = _new_jobs(specs)
-        if any(s.depends_on for s in specs):
+        if any(s.depends_on or s.batch for s in specs):
             results = await self._store_dependent(specs, jobs)
             return (
                 [r.job["jid"] for r in results],
@@ -94,7 +95,7 @@ class PushService:
         (unique jobs excepted: each is written alone, as its answer may be another job). Raises
         NotUnique when another job holds its key and it says on_conflict reject."""
         job = _to_new_job(spec, spec.jid or new_jid())
-        if spec.depends_on:
+        if spec.depends_on or spec.batch:
             (result,) = await self._store_dependent([spec], [job])
             return result
         if job.unique is None:
@@ -151,16 +152,16 @@ class PushService:
     async def _store_dependent(
         self, specs: Sequence[JobSpec], jobs: Sequence[NewJob]
     ) -> list[PushResult]:
-        """Store jobs of which some depend on others, with their edges, in one transaction;
-        each is answered as stored (a job stored waiting, or released already when its
-        dependencies had all completed). A dependency neither pushed here nor stored fails the
-        push, which then stores nothing. A jid of this push that another push inserted between
-        this statement's snapshot and its insert is not marked as a dependency: the push is
-        written again, and sees that job."""
+        """Store jobs of which some depend on others or join a batch, with their edges, in one
+        transaction; each is answered as stored (a job stored waiting, or released already when
+        its dependencies had all completed). A dependency neither pushed here nor stored fails
+        the push, which then stores nothing, as does a batch not found or committed. A jid of
+        this push that another push inserted between this statement's snapshot and its insert
+        is not marked as a dependency: the push is written again, and sees that job."""
         if any(j.unique for j in jobs):
             raise InvalidRequest(
-                "a job with depends_on cannot be unique",
-                errors=[{"loc": "jobs", "message": "unique with depends_on"}],
+                "a job with depends_on or a batch cannot be unique",
+                errors=[{"loc": "jobs", "message": "unique with depends_on or batch"}],
             )
         edges = dependency_edges([(j.jid, s) for j, s in zip(jobs, specs, strict=True)])
         for _ in range(UNIQUE_ATTEMPTS):
@@ -188,6 +189,9 @@ class PushService:
             answer = await queries.push_dependent_jobs(conn, self._clock.now(), jobs, edges)
             if answer["missing"]:
                 raise _not_found(jobs, edges, set(answer["missing"]))
+            if len(answer["joined"]) < len(answer["batches"]):
+                closed = sorted(set(answer["batches"]) - set(answer["joined"]))
+                raise await batch_closed(conn, closed[0])
             inserted, marked = set(answer["inserted"]), set(answer["marked"])
             if any(e.dep not in marked and e.dep not in inserted for e in edges):
                 raise _Raced  # rolls this transaction back
@@ -339,6 +343,7 @@ def _to_new_job(spec: JobSpec, jid: str, loc: str = "") -> NewJob:
         custom=orjson.dumps(spec.custom).decode(),
         at=spec.at,
         keep_result_for=spec.keep_result_for or None,
+        batch=spec.batch,
     )
     # Set only when given: a job without them is written as fast as before they existed.
     if spec.expires_at is not None or spec.expires_in is not None:

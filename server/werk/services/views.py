@@ -79,9 +79,11 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "expires_at": r["expires_at"],
         "unique": r["unique_spec"],
     }
+    if r.get("batch") is not None:
+        view["batch"] = r["batch"]
     if r["dependencies"] and (edges := r.get("dependency_edges")) is not None:
         view["dependencies"] = [dependency_view(e) for e in edges]
-    if r["dependents"] and (dependents := r.get("dependent_edges")) is not None:
+    if r["dependents"] and (dependents := r.get("dependent_edges")):
         view["dependents"] = [
             {"jid": d["jid"], "state": d["state"], "on_failure": d["on_failure"]}
             for d in dependents
@@ -143,3 +145,25 @@ def pushed_view(result: PushResult) -> dict[str, Any]:
         "expires_at": r["expires_at"],
         "unique": None,  # a unique job is never answered from what was sent
     }
+
+
+def batch_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A batch as the API shows it."""
+    if r["completed_at"] is not None:
+        state = "finished"
+    elif r["committed"]:
+        state = "committed"
+    else:
+        state = "open"
+    view = {
+        k: r[k]
+        for k in (
+            "bid", "description", "parent", "children", "created_at", "committed_at", "total",
+            "pending", "succeeded", "dead", "completed_at", "succeeded_at", "died_at",
+        )
+    }  # fmt: skip
+    view["state"] = state
+    for kind in ("complete", "success", "death"):
+        jid = r[f"{kind}_jid"]
+        view[f"on_{kind}"] = None if jid is None else {"jid": jid, "state": r[f"{kind}_state"]}
+    return view

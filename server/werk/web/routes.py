@@ -17,12 +17,18 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from werk.domain.job import WorkerState
-from werk.errors import InvalidRequest, JobNotFound, TooManyAuthFailures, WerkError
+from werk.errors import (
+    BatchNotFound,
+    InvalidRequest,
+    JobNotFound,
+    TooManyAuthFailures,
+    WerkError,
+)
 from werk.http.deps import ServicesDep
 from werk.http.proxies import client_address
 from werk.services.access import Authenticator, Principal
 from werk.services.admin import JobAction, JobQuery
-from werk.services.views import dumps, job_view
+from werk.services.views import batch_view, dumps, job_view
 from werk.web import charts
 from werk.web.security import (
     SESSION_COOKIE,
@@ -406,6 +412,33 @@ async def waiting_page(
     cursor: str | None = None, q: str | None = None,
 ) -> Response:  # fmt: skip
     return await _list_page(request, services, user, "waiting", cursor, q)
+
+
+@router.get("/batches")
+async def batches_page(
+    request: Request, services: ServicesDep, user: UserDep,
+    cursor: str | None = None, unfinished: bool = False,
+) -> Response:  # fmt: skip
+    rows = await services.batches.list(cursor, PAGE_SIZE + 1, unfinished)
+    page = rows[:PAGE_SIZE]
+    return render(
+        request,
+        "batches.html",
+        user,
+        batches=[batch_view(r) for r in page],
+        next=page[-1]["bid"] if len(rows) > PAGE_SIZE else None,
+        unfinished=unfinished,
+    )
+
+
+@router.get("/batches/{bid}")
+async def batch_page(request: Request, services: ServicesDep, user: UserDep, bid: str) -> Response:
+    try:
+        batch = await services.batches.get(bid)
+    except BatchNotFound:
+        return render(request, "missing.html", user, status=404, jid=bid, what="batch")
+    members = await services.batches.members(bid, PAGE_SIZE)
+    return render(request, "batch.html", user, b=batch_view(batch), members=members)
 
 
 @router.get("/jobs/{jid:path}")

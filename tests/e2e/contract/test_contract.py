@@ -55,7 +55,7 @@ def test_there_are_scenarios_for_every_operation() -> None:
     ops = {s["op"] for p in scenario_files() for s in json.loads(p.read_text())["steps"]}
     assert ops == {
         "push", "push_many", "get", "info", "fetch", "ack", "ack_many", "fail", "extend", "beat",
-        "result",
+        "result", "batch_new", "batch_open", "batch_commit", "batch_status",
     }  # fmt: skip
 
 

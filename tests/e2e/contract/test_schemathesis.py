@@ -56,8 +56,11 @@ def _config(url: str, secured: bool) -> schemathesis.Config:
                     }
                     for operation, statuses in (
                         ("admin-jobs-list", ["2xx", 422]),
-                        ("jobs-push", ["2xx", 409, 422]),  # 409: not_unique, as documented
-                        ("jobs-push-batch", ["2xx", 422]),
+                        # 404, 409: the batch a push names may not exist or be committed, and
+                        # a callback's jid may name a stored job (422).
+                        ("jobs-push", ["2xx", 404, 409, 422]),  # 409: not_unique too
+                        ("jobs-push-batch", ["2xx", 404, 409, 422]),
+                        ("batches-new", ["2xx", 404, 409, 422]),
                     )
                 ),
                 *(

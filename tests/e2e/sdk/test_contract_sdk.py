@@ -57,6 +57,14 @@ def call(client: Any, op: str, params: dict[str, Any]) -> Any:
         return client.extend(p.pop("jid"), p.pop("lease"), **p)
     if op == "beat":
         return {"state": client.beat(p.pop("wid"), **p)}  # the SDK returns the state
+    if op == "batch_new":
+        return client.create_batch(**p)
+    if op == "batch_open":
+        return client.reopen_batch(p["bid"])
+    if op == "batch_commit":
+        return client.commit_batch(p["bid"])
+    if op == "batch_status":
+        return client.batch_status(p["bid"])
     raise AssertionError(f"unknown op {op}")
 
 

@@ -40,6 +40,10 @@ EXPECTED: dict[str, set[str] | None] = {
     "jobs-get": {"push", "work"},
     "jobs-result": {"push", "work"},
     "work-fetch": {"work"},
+    "batches-new": {"push"},
+    "batches-open": {"push"},
+    "batches-commit": {"push"},
+    "batches-get": {"push", "work"},
     "work-ack": {"work"},
     "work-ack-batch": {"work"},
     "work-fail": {"work"},
@@ -71,6 +75,7 @@ def operations(api: InProcess) -> list[tuple[str, str, str]]:
                 path.replace("{jid}", "abcdefgh-0001")
                 .replace("{queue}", "q")
                 .replace("{wid}", "w1")
+                .replace("{bid}", "b-abcdefgh")
             )
             found.append((op["operationId"], method.upper(), concrete))
     return found

@@ -62,7 +62,15 @@ async def test_metrics_families_and_values(api: InProcess) -> None:
     # no per-job labels anywhere
     for family in m.values():
         for sample in family.samples:
-            assert set(sample.labels) <= {"queue", "state", "method", "route", "status", "le"}
+            assert set(sample.labels) <= {
+                "queue",
+                "state",
+                "kind",
+                "method",
+                "route",
+                "status",
+                "le",
+            }
             assert job["jid"] not in str(sample.labels)
 
 

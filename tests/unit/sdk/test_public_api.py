@@ -8,7 +8,13 @@ import werk_client
 def test_all_is_pinned():
     assert sorted(werk_client.__all__) == [
         "AckManyResult",
+        "AsyncBatch",
         "AsyncClient",
+        "Batch",
+        "BatchCallback",
+        "BatchClosed",
+        "BatchNotFound",
+        "BatchStatus",
         "Client",
         "Dependencies",
         "Dependency",
@@ -61,6 +67,8 @@ def test_all_is_pinned():
 
 def test_errors_form_one_tree():
     for name in (
+        "BatchClosed",
+        "BatchNotFound",
         "Forbidden",
         "JobNotFound",
         "LeaseLost",

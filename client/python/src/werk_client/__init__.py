@@ -13,9 +13,12 @@ $ werk-worker --queues default --concurrency 20 myapp.jobs
 """
 
 from .async_client import AsyncClient
+from .batch import AsyncBatch, Batch
 from .client import Client
 from .control import NoRetry, RetryIn
 from .errors import (
+    BatchClosed,
+    BatchNotFound,
     Forbidden,
     JobNotFound,
     LeaseLost,
@@ -32,6 +35,8 @@ from .flow import Flow
 from .job import Job
 from .models import (
     AckManyResult,
+    BatchCallback,
+    BatchStatus,
     Dependencies,
     Dependency,
     Dependent,
@@ -61,7 +66,13 @@ from .worker_config import WorkerConfig
 
 __all__ = [
     "AckManyResult",
+    "AsyncBatch",
     "AsyncClient",
+    "Batch",
+    "BatchCallback",
+    "BatchClosed",
+    "BatchNotFound",
+    "BatchStatus",
     "Client",
     "Dependencies",
     "Dependency",

@@ -13,10 +13,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from . import protocol
+from .batch import AsyncBatch
 from .errors import Unavailable, error_from_response
 from .flow import Flow
 from .models import (
     AckManyResult,
+    BatchStatus,
     ExtendResult,
     FailResult,
     JobRecord,
@@ -109,6 +111,7 @@ class AsyncClient:
         expires_in: float | None = None,
         depends_on: Sequence[str | JobSpec] | None = None,
         on_dependency_failure: str | None = None,
+        batch: str | None = None,
     ) -> JobRecord:
         """Enqueue one job and return it as stored.
 
@@ -120,6 +123,7 @@ class AsyncClient:
         the job waits (state ``waiting``) until each has settled, then runs with their results
         in ``job.dependencies``; ``on_dependency_failure`` says what it does when one ends
         badly: ``"fail"`` (the default: it goes dead too), ``"skip"`` or ``"ignore"``.
+        With ``batch`` (the bid of an open batch) the job joins that batch.
         """
         spec = protocol.push_spec(
             jobtype,
@@ -138,6 +142,7 @@ class AsyncClient:
             expires_in=expires_in,
             depends_on=depends_on,
             on_dependency_failure=on_dependency_failure,
+            batch=batch,
         )
         return protocol.parse_job(await self._send(protocol.push_call(spec)))
 
@@ -170,6 +175,65 @@ class AsyncClient:
             for chunk in protocol.batches(specs)
         ]
         return protocol.merge_push_jids(results)
+
+    def batch(
+        self,
+        *,
+        description: str | None = None,
+        parent: str | None = None,
+        on_complete: JobSpec | Mapping[str, Any] | None = None,
+        on_success: JobSpec | Mapping[str, Any] | None = None,
+        on_death: JobSpec | Mapping[str, Any] | None = None,
+    ) -> AsyncBatch:
+        """A new batch, opened when its ``with`` block is entered and committed when the block
+        ends without an exception; its ``push`` and ``push_many`` join it. Callbacks run once:
+        ``on_complete`` when every member has settled, ``on_success`` when every member has
+        completed, ``on_death`` when the first member ends without completing."""
+        return AsyncBatch(
+            self,
+            description=description,
+            parent=parent,
+            on_complete=on_complete,
+            on_success=on_success,
+            on_death=on_death,
+        )
+
+    def open_batch(self, bid: str) -> AsyncBatch:
+        """An existing batch, opened again when its ``with`` block is entered (a member job adds
+        work to its own batch this way) and committed when the block ends."""
+        return AsyncBatch(self, bid)
+
+    async def create_batch(
+        self,
+        *,
+        description: str | None = None,
+        parent: str | None = None,
+        on_complete: JobSpec | Mapping[str, Any] | None = None,
+        on_success: JobSpec | Mapping[str, Any] | None = None,
+        on_death: JobSpec | Mapping[str, Any] | None = None,
+    ) -> BatchStatus:
+        """Open a new batch (``batch`` wraps this in a ``with`` block)."""
+        call = protocol.batch_new_call(
+            description=description,
+            parent=parent,
+            on_complete=None if on_complete is None else protocol.as_spec(on_complete),
+            on_success=None if on_success is None else protocol.as_spec(on_success),
+            on_death=None if on_death is None else protocol.as_spec(on_death),
+        )
+        return protocol.parse_batch(await self._send(call))
+
+    async def reopen_batch(self, bid: str) -> BatchStatus:
+        """Open a committed batch again so more members may join (``BatchFinished`` once it
+        has finished)."""
+        return protocol.parse_batch(await self._send(protocol.batch_open_call(bid)))
+
+    async def commit_batch(self, bid: str) -> BatchStatus:
+        """Commit the batch: it finishes once no member is pending."""
+        return protocol.parse_batch(await self._send(protocol.batch_commit_call(bid)))
+
+    async def batch_status(self, bid: str) -> BatchStatus:
+        """How the batch stands; raises ``BatchNotFound``."""
+        return protocol.parse_batch(await self._send(protocol.batch_get_call(bid)))
 
     async def get(self, jid: str) -> JobRecord:
         """The job as stored; raises ``JobNotFound`` (completed jobs are deleted at ack)."""

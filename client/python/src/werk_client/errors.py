@@ -137,7 +137,23 @@ class ServerError(WerkError):
     default_code = "internal_error"
 
 
+class BatchNotFound(WerkError):
+    """No batch with that bid (``batch_not_found``, 404)."""
+
+    default_code = "batch_not_found"
+
+
+class BatchClosed(WerkError):
+    """The batch takes no members now (409): ``batch_committed`` (open it again first) or
+    ``batch_finished`` (it never takes any again)."""
+
+    default_code = "batch_committed"
+
+
 _BY_CODE: dict[str, type[WerkError]] = {
+    "batch_not_found": BatchNotFound,
+    "batch_committed": BatchClosed,
+    "batch_finished": BatchClosed,
     "invalid_request": ValidationError,
     "dependency_cycle": ValidationError,
     "dependency_not_found": ValidationError,

@@ -86,6 +86,12 @@ class Job:
         return Dependencies(self.record.dependencies or ())
 
     @property
+    def batch(self) -> str | None:
+        """The bid of the batch this job is a member of (None: none); a handler adds work to
+        it with ``client.open_batch(job.batch)``."""
+        return self.record.batch
+
+    @property
     def lease_lost(self) -> bool:
         """True once the server gave the job to someone else; further work is wasted."""
         return self._control.lease_lost

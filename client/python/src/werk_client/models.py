@@ -252,6 +252,7 @@ class JobRecord:
     duplicate: bool = False
     dependencies: list[Dependency] | None = None
     dependents: list[Dependent] | None = None
+    batch: str | None = None
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> JobRecord:
@@ -283,6 +284,7 @@ class JobRecord:
             expires_at=parse_time(data.get("expires_at")),
             unique=data.get("unique"),
             duplicate=bool(data.get("duplicate", False)),
+            batch=data.get("batch"),
             dependencies=[
                 Dependency(
                     jid=str(d["jid"]),
@@ -349,6 +351,7 @@ class JobSpec:
     depends_on: Sequence[str | JobSpec] | None = None
     on_dependency_failure: str | None = None
     ref: str | None = None
+    batch: str | None = None  # the bid of an open batch it joins
 
     def __post_init__(self) -> None:
         check_args(self.args)
@@ -389,6 +392,8 @@ class JobSpec:
             body["on_dependency_failure"] = self.on_dependency_failure
         if self.ref is not None:
             body["ref"] = self.ref
+        if self.batch is not None:
+            body["batch"] = self.batch
         return body
 
 
@@ -543,3 +548,38 @@ class ServerInfo:
             ],
             workers=int(data.get("workers", 0)),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCallback:
+    """A batch's callback job: its jid and state (``waiting`` until its condition is met; None
+    once it is no longer stored)."""
+
+    jid: str
+    state: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStatus:
+    """How a batch stands. ``state``: ``open`` (members may join), ``committed``, ``finished``
+    (committed with every member settled). Members are jobs and child batches: ``succeeded``
+    completed, ``dead`` ended without completing (a retried one is pending again), ``pending``
+    the rest."""
+
+    bid: str
+    state: str
+    total: int
+    pending: int
+    succeeded: int
+    dead: int
+    description: str | None = None
+    parent: str | None = None
+    children: list[str] = field(default_factory=list)
+    created_at: datetime | None = None
+    committed_at: datetime | None = None
+    completed_at: datetime | None = None
+    succeeded_at: datetime | None = None
+    died_at: datetime | None = None
+    on_complete: BatchCallback | None = None
+    on_success: BatchCallback | None = None
+    on_death: BatchCallback | None = None

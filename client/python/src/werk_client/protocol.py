@@ -6,6 +6,7 @@ means the two can never drift apart, and the wire contract is readable in one pl
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import msgspec
 
 from .models import (
     AckManyResult,
+    BatchStatus,
     ExtendResult,
     FailResult,
     JobRecord,
@@ -132,9 +134,12 @@ def push_spec(
     expires_in: float | None = None,
     depends_on: Sequence[str | JobSpec] | None = None,
     on_dependency_failure: str | None = None,
+    batch: str | None = None,
 ) -> JobSpec:
     check_args(args)
     kwargs: dict[str, Any] = {}
+    if batch is not None:
+        kwargs["batch"] = batch
     if jid is not None:
         kwargs["jid"] = jid
     if depends_on is not None:
@@ -387,3 +392,58 @@ def info_call() -> Call:
 
 def parse_info(data: bytes) -> ServerInfo:
     return ServerInfo.from_wire(decode_any(data))
+
+
+# -- batches -------------------------------------------------------------------------------
+
+_decode_batch = msgspec.json.Decoder(BatchStatus).decode
+
+
+def _batch_path(bid: str, action: str = "") -> str:
+    path = f"/v1/batches/{quote(bid, safe='')}"
+    return f"{path}/{action}" if action else path
+
+
+def batch_new_call(
+    *,
+    description: str | None,
+    parent: str | None,
+    on_complete: JobSpec | None,
+    on_success: JobSpec | None,
+    on_death: JobSpec | None,
+) -> Call:
+    """Not idempotent: each request opens a new batch."""
+    body: dict[str, Any] = {}
+    if description is not None:
+        body["description"] = description
+    if parent is not None:
+        body["parent"] = parent
+    for name, spec in (
+        ("on_complete", on_complete),
+        ("on_success", on_success),
+        ("on_death", on_death),
+    ):
+        if spec is not None:
+            body[name] = as_spec(spec).to_wire()
+    return Call("POST", "/v1/batches", body, idempotent=False)
+
+
+def batch_open_call(bid: str) -> Call:
+    return Call("POST", _batch_path(bid, "open"), {})
+
+
+def batch_commit_call(bid: str) -> Call:
+    return Call("POST", _batch_path(bid, "commit"), {})
+
+
+def batch_get_call(bid: str) -> Call:
+    return Call("GET", _batch_path(bid))
+
+
+def parse_batch(data: bytes) -> BatchStatus:
+    return _decode_batch(data)
+
+
+def in_batch(spec: JobSpec, bid: str) -> JobSpec:
+    """The job as a member of batch ``bid``."""
+    return dataclasses.replace(spec, batch=bid)

@@ -10,8 +10,14 @@
 -- $1 now (NULL = database clock), $2..$14 per job its jid, jobtype, queue, args, priority,
 -- reserve_for, retry, backtrace, custom, at, expires_at, expires_in (seconds from `at` or now),
 -- keep_result_for; $15 counter shard; $16..$19 per edge the dependent's jid, the dependency's
--- jid, the policy and the ref that named the dependency (NULL: named by jid).
--- Answers the jids inserted, the dependencies marked and the dependencies missing.
+-- jid, the policy and the ref that named the dependency (NULL: named by jid); $20 per job its
+-- batch (an empty array: none has one).
+-- A job pushed with a batch joins it: the batch counts the members inserted, only while it is
+-- not committed (the update waits for the batch's row lock and sees a commit made meanwhile).
+-- A member is marked as depended on (dependents): its batch counts on its settling.
+-- Answers the jids inserted, the dependencies marked, the dependencies missing, the batches
+-- the members inserted name, and those of them joined (any other: not found or committed, and
+-- the caller rolls the push back).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -25,9 +31,9 @@ input AS (
            END AS expires_after
     FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[],
                 $9::int[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::float8[],
-                $14::int[]) WITH ORDINALITY
+                $14::int[], $20::text[]) WITH ORDINALITY
          AS u(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace, custom, at,
-              expires_at, expires_in, keep_result_for, ord)
+              expires_at, expires_in, keep_result_for, batch, ord)
     CROSS JOIN clock c
 ),
 edges AS (
@@ -60,7 +66,7 @@ pending AS (
 inserted AS (
     INSERT INTO werk_jobs (jid, jobtype, queue, args, priority, reserve_for, retry, backtrace,
                            custom, at, state, run_at, created_at, enqueued_at, expires_at,
-                           keep_result_for, waiting_for, dependents, dependencies)
+                           keep_result_for, waiting_for, dependents, dependencies, batch)
     SELECT i.jid, i.jobtype, i.queue, i.args::jsonb, i.priority, i.reserve_for, i.retry,
            i.backtrace, i.custom::jsonb, i.at,
            CASE WHEN p.n > 0 THEN 'waiting' WHEN i.due THEN 'available' ELSE 'scheduled'
@@ -71,13 +77,22 @@ inserted AS (
            coalesce(i.expires_at, i.expires_after),
            i.keep_result_for,
            nullif(p.n, 0),
-           CASE WHEN i.jid IN (SELECT e.dep FROM edges e) THEN true END,
-           CASE WHEN p.jid IS NOT NULL THEN true END
+           CASE WHEN i.jid IN (SELECT e.dep FROM edges e) OR i.batch IS NOT NULL THEN true END,
+           CASE WHEN p.jid IS NOT NULL THEN true END,
+           i.batch
     FROM input i CROSS JOIN clock c LEFT JOIN pending p ON p.jid = i.jid
     WHERE NOT EXISTS (SELECT 1 FROM missing)
     ORDER BY i.ord
     ON CONFLICT (jid) DO NOTHING
-    RETURNING jid, queue
+    RETURNING jid, queue, batch
+),
+joined AS (
+    UPDATE werk_batches b
+    SET total = b.total + m.n
+    FROM (SELECT i.batch, count(*)::int AS n
+          FROM inserted i WHERE i.batch IS NOT NULL GROUP BY i.batch) m
+    WHERE b.bid = m.batch AND NOT b.committed
+    RETURNING b.bid
 ),
 linked_inserted AS (
     INSERT INTO werk_job_deps (dep, jid, ref, on_failure, outcome, result, settled_at)
@@ -95,4 +110,6 @@ counted AS (
 )
 SELECT ARRAY(SELECT jid FROM inserted)::text[] AS inserted,
        ARRAY(SELECT jid FROM marked)::text[] AS marked,
-       ARRAY(SELECT dep FROM missing)::text[] AS missing
+       ARRAY(SELECT dep FROM missing)::text[] AS missing,
+       ARRAY(SELECT DISTINCT batch FROM inserted WHERE batch IS NOT NULL)::text[] AS batches,
+       ARRAY(SELECT bid FROM joined)::text[] AS joined

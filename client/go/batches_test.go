@@ -1,0 +1,64 @@
+package werk
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+func TestBatchCommitsAndReleasesOnSuccessOnce(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go-b")
+	callbacks := uniqueQueue("go-bcb")
+	committed, err := c.Batch(ctx, BatchNew{Description: "go", OnSuccess: &JobSpec{JobType: "done", Queue: callbacks}},
+		func(b *BatchHandle) error {
+			job, err := b.Push(ctx, JobSpec{JobType: "t", Queue: queue})
+			if err != nil || job.Batch != b.BID {
+				t.Fatalf("push: %v %+v", err, job)
+			}
+			_, err = b.PushMany(ctx, []JobSpec{{JobType: "t", Queue: queue}})
+			return err
+		})
+	if err != nil || committed.State != "committed" || committed.Total != 2 || committed.OnSuccess.State != "waiting" {
+		t.Fatalf("batch: %v %+v", err, committed)
+	}
+	if _, err := c.Push(ctx, JobSpec{JobType: "t", Queue: queue, Batch: committed.BID}); !errors.Is(err, ErrBatchClosed) {
+		t.Fatalf("late push: %v", err)
+	}
+	jobs, err := c.Fetch(ctx, FetchRequest{Queues: []string{queue}, WID: "go-batch", Count: 10})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("fetch: %v %+v", err, jobs)
+	}
+	// The first member adds work to its batch from inside.
+	again, err := c.InBatch(ctx, jobs[0].Batch, func(b *BatchHandle) error {
+		_, err := b.Push(ctx, JobSpec{JobType: "more", Queue: queue})
+		return err
+	})
+	if err != nil || again.Total != 3 {
+		t.Fatalf("in batch: %v %+v", err, again)
+	}
+	for _, j := range jobs {
+		if err := c.Ack(ctx, j.JID, j.LeaseToken()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	more, err := c.Fetch(ctx, FetchRequest{Queues: []string{queue}, WID: "go-batch", Count: 10})
+	if err != nil || len(more) != 1 {
+		t.Fatalf("fetch more: %v %+v", err, more)
+	}
+	if err := c.Ack(ctx, more[0].JID, more[0].LeaseToken()); err != nil {
+		t.Fatal(err)
+	}
+	status, err := c.BatchStatus(ctx, committed.BID)
+	if err != nil || status.State != "finished" || status.Succeeded != 3 {
+		t.Fatalf("status: %v %+v", err, status)
+	}
+	cbs, err := c.Fetch(ctx, FetchRequest{Queues: []string{callbacks}, WID: "go-batch", Count: 10})
+	if err != nil || len(cbs) != 1 || cbs[0].JobType != "done" {
+		t.Fatalf("callbacks: %v %+v", err, cbs)
+	}
+	if _, err := c.BatchStatus(ctx, "b-nosuchbatch-go"); !errors.Is(err, ErrBatchNotFound) {
+		t.Fatalf("not found: %v", err)
+	}
+}

@@ -1,0 +1,16 @@
+"""Batches: their ids and the kinds of callback a batch may carry."""
+
+from __future__ import annotations
+
+from werk.domain.jids import new_jid
+
+# complete: every member settled; success: every member completed; death: a member ended
+# without completing (the first).
+CALLBACK_KINDS = ("complete", "success", "death")
+DESCRIPTION_MAX_LENGTH = 1000
+# A bid leaves room in a jid's length for the ":<kind>" its callbacks wait on.
+BID_MAX_LENGTH = 90
+
+
+def new_bid() -> str:
+    return "b-" + new_jid()
