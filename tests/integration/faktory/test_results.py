@@ -75,6 +75,8 @@ async def test_a_flush_answers_the_result_polls_waiting_on_its_jobs_at_once(make
     while len(fwp.services.hub._result_waiters) < 2:
         assert time.monotonic() < deadline, "the polls never waited"
         await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)  # past their first read (a poll is watched before it reads)
+    assert not any(p.done() for p in polls)
     conn = await Fwp.connect(fwp.port, wid="w-flush")
     try:
         assert str(await conn.call("FLUSH")) == "+OK"
