@@ -8,6 +8,9 @@ import time
 
 import httpx
 
+from tests.integration.faktory.fwp import Fwp
+from tests.support.server import free_port
+
 
 async def test_a_result_poll_on_one_node_is_woken_by_an_ack_on_another(werk_server_factory):
     # Re-checks every 30 s: only the notification can answer the poll in time.
@@ -116,3 +119,32 @@ async def test_every_settlement_on_one_node_wakes_result_polls_on_another(werk_s
         answer = await answered_soon(poll, 5)
         assert answer.json()["state"] == "dead", answer.text
         assert answer.json()["failure"]["errtype"] == "WorkerLost", answer.text
+
+
+async def test_a_flush_on_one_node_answers_result_polls_on_another(werk_server_factory):
+    """FWP FLUSH deletes every job without naming them: node A tells node B to look again, and
+    B's polls answer 404 at once (B re-checks every 60 s)."""
+    port = free_port()
+    a = werk_server_factory(env={"WERK_POLL_INTERVAL": "60", "WERK_FAKTORY_PORT": str(port)})
+    b = werk_server_factory(env={"WERK_POLL_INTERVAL": "60"})
+    async with httpx.AsyncClient(timeout=30) as http:
+        await asyncio.sleep(1)  # B's announcement reaches A
+        jids = ("nodes-flush-1", "nodes-flush-2")
+        for jid in jids:
+            body = {"jobtype": "t", "jid": jid, "keep_result_for": 60}
+            r = await http.post(a.url + "/v1/jobs", json=body)
+            assert r.status_code == 201, r.text
+        polls = [
+            asyncio.create_task(http.get(f"{b.url}/v1/jobs/{jid}/result?wait=30")) for jid in jids
+        ]
+        await asyncio.sleep(0.3)  # the polls are waiting on B
+        assert not any(p.done() for p in polls)
+        conn = await Fwp.connect(port, wid="w-flush")
+        try:
+            assert str(await conn.call("FLUSH")) == "+OK"
+            flushed = time.monotonic()
+            answers = await asyncio.wait_for(asyncio.gather(*polls), 10)
+        finally:
+            await conn.close()
+        assert time.monotonic() - flushed < 0.25
+        assert [x.status_code for x in answers] == [404, 404], [x.text for x in answers]

@@ -36,8 +36,11 @@ class FaktoryOps:
         return await faktory_queries.set_sizes(self._pool)
 
     async def flush(self) -> int:
-        """Delete every job, counter and queue flag; returns how many jobs were deleted."""
-        return await faktory_queries.flush(self._pool)
+        """Delete every job, counter and queue flag; returns how many jobs were deleted. Every
+        request waiting for a job's result, here or on another node, is answered at once."""
+        deleted = await faktory_queries.flush(self._pool)
+        self._hub.all_settled()
+        return deleted
 
     async def mutate(self, cmd: str, target: str, where: MutateFilter) -> int:
         """Apply ``cmd`` to the jobs of set ``target`` that match; returns how many changed."""

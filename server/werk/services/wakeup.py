@@ -18,8 +18,9 @@ full batch, so a thousand idle fetchers do not stampede on each push.
 Requests waiting for a job's result are woken the same three ways: by a settlement in this process,
 by a notification from the process that settled it (the jids after a ``#``), and by the re-check.
 Every settlement is told to the other nodes (acked and kept, failed or orphaned to dead or
-discarded, killed, cancelled, deleted, expired, cleared) but one: a job deleted at its ack, the
-hot path, whose result nobody can read (a waiter elsewhere learns of it at the re-check).
+discarded, killed, cancelled, deleted, expired, cleared, flushed) but one: a job deleted at its
+ack, the hot path, whose result nobody can read (a waiter elsewhere learns of it at the re-check).
+A flush of every job is told as ``#*`` (no jid starts with ``*``): every result waiter looks again.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class WakeHub:
         # jid -> the wake-ups of the requests waiting for its result
         self._result_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._outgoing_results: set[str] = set()
+        self._outgoing_all_settled = False
         self._closed = False
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -200,6 +202,19 @@ class WakeHub:
         if len(self._outgoing_results) > before:
             self._outgoing_ready.set()
 
+    def all_settled(self) -> None:
+        """Every job is gone (a flush): wake every request waiting for a result, here and on the
+        other nodes (if any listen), instead of naming jobs nobody may be waiting for."""
+        self._wake_all_results()
+        if self._alone:
+            return
+        self._outgoing_all_settled = True
+        self._outgoing_ready.set()
+
+    def _wake_all_results(self) -> None:
+        for jid in list(self._result_waiters):
+            self._wake_result(jid)
+
     def _wake_result(self, jid: str) -> None:
         for woken in self._result_waiters.pop(jid, ()):
             if not woken.done():
@@ -262,7 +277,9 @@ class WakeHub:
             self._alone = False
             return
         if body[0] == "#":  # jobs settled: their results are readable
-            if self._result_waiters:
+            if body == _ALL_SETTLED:
+                self._wake_all_results()
+            elif self._result_waiters:
                 for jid in body[1:].split(","):
                     self._wake_result(jid)
             return
@@ -286,8 +303,7 @@ class WakeHub:
         for waiting in list(self._waiters.values()):
             for waiter in list(waiting):
                 waiter.wake()
-        for jid in list(self._result_waiters):
-            self._wake_result(jid)
+        self._wake_all_results()
 
     async def close(self) -> None:
         self.stop_waiting()
@@ -303,9 +319,12 @@ class WakeHub:
             self._outgoing_ready.clear()
             outgoing, self._outgoing = self._outgoing, {}
             settled, self._outgoing_results = self._outgoing_results, set()
+            all_settled, self._outgoing_all_settled = self._outgoing_all_settled, False
             if self._alone:
                 continue
             payloads = [f"{self._node}|#{body}" for body in _chunks(settled)]
+            if all_settled:
+                payloads.append(f"{self._node}|{_ALL_SETTLED}")
             if outgoing:
                 payloads.append(
                     f"{self._node}|" + ",".join(f"{q}:{n}" for q, n in outgoing.items())
@@ -355,6 +374,10 @@ class WakeHub:
             for queue in ready:
                 self.wake(queue, len(self._waiters.get(queue, ())))
 
+
+# The settlement of every job: a jid list no jid can be part of (a jid starts with a letter or
+# a digit).
+_ALL_SETTLED = "#*"
 
 # A notification's payload is at most 8000 bytes; a jid at most 100 characters of ASCII.
 _NOTIFY_JIDS_BYTES = 7000

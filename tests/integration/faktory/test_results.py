@@ -1,7 +1,11 @@
 """Job results over Faktory's protocol: custom.keep_result_for keeps a job, ACK may carry its
-result, and an ACK without one (what Faktory's clients send) acks as always."""
+result, an ACK without one (what Faktory's clients send) acks as always, and FLUSH answers the
+result polls waiting on the jobs it deletes."""
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 from tests.integration.faktory.fwp import Fwp
 
@@ -53,3 +57,33 @@ async def test_an_oversized_or_unstorable_result_is_refused_and_the_job_stays_ac
     finally:
         await conn.close()
     assert (await fwp.http.get("/v1/jobs/fwp-result-4/result")).json()["result"] == 5
+
+
+async def test_a_flush_answers_the_result_polls_waiting_on_its_jobs_at_once(make_fwp):
+    # Re-checks every 30 s: only the flush itself can answer the polls in time.
+    fwp = await make_fwp(poll_interval=30)
+    for jid in ("fwp-flush-1", "fwp-flush-2"):
+        r = await fwp.http.post(
+            "/v1/jobs", json={"jid": jid, "jobtype": "t", "keep_result_for": 60}
+        )
+        assert r.status_code == 201, r.text
+    polls = [
+        asyncio.create_task(fwp.http.get(f"/v1/jobs/{jid}/result", params={"wait": 20}))
+        for jid in ("fwp-flush-1", "fwp-flush-2")
+    ]
+    deadline = time.monotonic() + 10
+    while len(fwp.services.hub._result_waiters) < 2:
+        assert time.monotonic() < deadline, "the polls never waited"
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)  # past their first read (a poll is watched before it reads)
+    assert not any(p.done() for p in polls)
+    conn = await Fwp.connect(fwp.port, wid="w-flush")
+    try:
+        assert str(await conn.call("FLUSH")) == "+OK"
+        flushed = time.monotonic()
+        answers = await asyncio.wait_for(asyncio.gather(*polls), 10)
+    finally:
+        await conn.close()
+    assert time.monotonic() - flushed < 0.5
+    assert [x.status_code for x in answers] == [404, 404], [x.text for x in answers]
+    assert {a.json()["code"] for a in answers} == {"job_not_found"}
