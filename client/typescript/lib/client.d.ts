@@ -1,7 +1,13 @@
-import type { AckItem, AckManyResult, Beat, ExtendOptions, ExtendResult, FailReport, FailResult, FetchRequest, FetchedJob, Info, Job, JobPush, JobResult, PushedJob, PushJidsResult, PushManyResult, WorkerState } from "./types.js";
+import type { AckItem, AckManyResult, BatchNew, BatchStatus, Beat, ExtendOptions, ExtendResult, FailReport, FailResult, FetchRequest, FetchedJob, Info, Job, JobPush, JobResult, PushedJob, PushJidsResult, PushManyResult, WorkerState } from "./types.js";
 export declare const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
 export declare const MAX_BATCH = 1000;
+/** An open batch inside `Client.batch` or `Client.inBatch`: what is pushed through it joins it. */
+export interface BatchHandle {
+    bid: string;
+    push(job: JobPush): Promise<PushedJob>;
+    pushMany(jobs: JobPush[]): Promise<PushManyResult>;
+}
 export interface ClientOptions {
     /** Server URL; default `WERK_URL`, else `http://127.0.0.1:7420`. */
     url?: string;
@@ -50,6 +56,25 @@ export declare class Client {
     pushFlow(jobs: JobPush[]): Promise<PushManyResult>;
     /** As `pushMany`, answered with the jids only (`Prefer: return=minimal`), not the stored jobs. */
     pushJids(jobs: JobPush[]): Promise<PushJidsResult>;
+    /**
+     * Open a batch, run `fill` with it (its `push` and `pushMany` join the batch), then commit it;
+     * resolves with the batch as committed. If `fill` throws, the batch is left open (not
+     * committed) and the error propagates. Callbacks run once: `on_complete` when every member has
+     * settled, `on_success` when every member has completed, `on_death` at the first member that
+     * ends without completing.
+     */
+    batch(spec: BatchNew, fill: (batch: BatchHandle) => Promise<void>): Promise<BatchStatus>;
+    /** Open an existing batch again, run `fill`, commit: how a member job adds work to its batch. */
+    inBatch(bid: string, fill: (batch: BatchHandle) => Promise<void>): Promise<BatchStatus>;
+    /** Open a new batch (`batch` wraps this, `fill` and the commit). */
+    createBatch(spec?: BatchNew): Promise<BatchStatus>;
+    /** Open a committed batch again; rejects with `BatchClosed` (`batch_finished`) once it finished. */
+    reopenBatch(bid: string): Promise<BatchStatus>;
+    /** Commit the batch: it finishes once no member is pending. */
+    commitBatch(bid: string): Promise<BatchStatus>;
+    /** How the batch stands; rejects with `BatchNotFound`. */
+    batchStatus(bid: string): Promise<BatchStatus>;
+    private handle;
     /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */
     get(jid: string): Promise<Job>;
     /**

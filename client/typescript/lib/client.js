@@ -118,6 +118,54 @@ export class Client {
         }
         return merged;
     }
+    // -- batches -------------------------------------------------------------------------------
+    /**
+     * Open a batch, run `fill` with it (its `push` and `pushMany` join the batch), then commit it;
+     * resolves with the batch as committed. If `fill` throws, the batch is left open (not
+     * committed) and the error propagates. Callbacks run once: `on_complete` when every member has
+     * settled, `on_success` when every member has completed, `on_death` at the first member that
+     * ends without completing.
+     */
+    async batch(spec, fill) {
+        const opened = await this.createBatch(spec);
+        await fill(this.handle(opened.bid));
+        return this.commitBatch(opened.bid);
+    }
+    /** Open an existing batch again, run `fill`, commit: how a member job adds work to its batch. */
+    async inBatch(bid, fill) {
+        await this.reopenBatch(bid);
+        await fill(this.handle(bid));
+        return this.commitBatch(bid);
+    }
+    /** Open a new batch (`batch` wraps this, `fill` and the commit). */
+    async createBatch(spec = {}) {
+        const body = { ...spec };
+        for (const kind of ["on_complete", "on_success", "on_death"]) {
+            const job = spec[kind];
+            if (job)
+                body[kind] = withJid(job);
+        }
+        return (await this.send({ method: "POST", path: "/v1/batches", body }));
+    }
+    /** Open a committed batch again; rejects with `BatchClosed` (`batch_finished`) once it finished. */
+    async reopenBatch(bid) {
+        return (await this.send({ method: "POST", path: `/v1/batches/${encodeURIComponent(bid)}/open`, body: {} }));
+    }
+    /** Commit the batch: it finishes once no member is pending. */
+    async commitBatch(bid) {
+        return (await this.send({ method: "POST", path: `/v1/batches/${encodeURIComponent(bid)}/commit`, body: {} }));
+    }
+    /** How the batch stands; rejects with `BatchNotFound`. */
+    async batchStatus(bid) {
+        return (await this.send({ method: "GET", path: `/v1/batches/${encodeURIComponent(bid)}` }));
+    }
+    handle(bid) {
+        return {
+            bid,
+            push: (job) => this.push({ ...job, batch: bid }),
+            pushMany: (jobs) => this.pushMany(jobs.map((job) => ({ ...job, batch: bid }))),
+        };
+    }
     /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */
     async get(jid) {
         return (await this.send({ method: "GET", path: `/v1/jobs/${encodeURIComponent(jid)}` }));

@@ -27,6 +27,12 @@ export declare class ValidationError extends WerkError {
 /** No job with that jid (`job_not_found`, 404); completed jobs are deleted at ack. */
 export declare class JobNotFound extends WerkError {
 }
+/** No batch with that bid (`batch_not_found`, 404). */
+export declare class BatchNotFound extends WerkError {
+}
+/** The batch takes no members now (409): `batch_committed` (open it again first) or `batch_finished`. */
+export declare class BatchClosed extends WerkError {
+}
 /** The lease is not the job's current one (`lease_lost`, 409): stop treating the job as yours. */
 export declare class LeaseLost extends WerkError {
 }

@@ -31,6 +31,12 @@ export class ValidationError extends WerkError {
 /** No job with that jid (`job_not_found`, 404); completed jobs are deleted at ack. */
 export class JobNotFound extends WerkError {
 }
+/** No batch with that bid (`batch_not_found`, 404). */
+export class BatchNotFound extends WerkError {
+}
+/** The batch takes no members now (409): `batch_committed` (open it again first) or `batch_finished`. */
+export class BatchClosed extends WerkError {
+}
 /** The lease is not the job's current one (`lease_lost`, 409): stop treating the job as yours. */
 export class LeaseLost extends WerkError {
 }
@@ -59,6 +65,9 @@ const BY_CODE = {
     dependency_cycle: ValidationError,
     dependency_not_found: ValidationError,
     job_not_found: JobNotFound,
+    batch_not_found: BatchNotFound,
+    batch_committed: BatchClosed,
+    batch_finished: BatchClosed,
     lease_lost: LeaseLost,
     not_unique: NotUnique,
     unauthorized: Unauthorized,

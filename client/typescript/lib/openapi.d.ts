@@ -84,6 +84,95 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Batches
+         * @description The batches, newest first.
+         */
+        get: operations["admin-batches-list"];
+        put?: never;
+        /**
+         * New Batch
+         * @description Open a batch. Jobs join it by carrying its `bid` in `batch` when pushed, until it is
+         *     committed; its callbacks are stored at once, `waiting`, and each is released once, in the
+         *     transaction that meets its condition.
+         */
+        post: operations["batches-new"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{bid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Batch
+         * @description How the batch stands: its counts, its callbacks and their states, its parent and
+         *     children.
+         */
+        get: operations["batches-get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{bid}/commit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Commit Batch
+         * @description Commit the batch: no more members join until it is opened again. It finishes once no
+         *     member is pending (at once if none is). Committing it again changes nothing.
+         */
+        post: operations["batches-commit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{bid}/open": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Open Batch
+         * @description Open the batch again so more members may join (a member job may open its own batch to
+         *     add work from inside). Refused once the batch has finished.
+         */
+        post: operations["batches-open"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/beat": {
         parameters: {
             query?: never;
@@ -707,6 +796,97 @@ export interface components {
              */
             result?: unknown;
         };
+        /** Batch */
+        Batch: {
+            /** Bid */
+            bid: string;
+            /**
+             * Children
+             * @description Child batches (the first 1,000, oldest first).
+             */
+            children: string[];
+            /** Committed At */
+            committed_at: string | null;
+            /**
+             * Completed At
+             * @description When it finished (on_complete fired).
+             */
+            completed_at: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Dead
+             * @description Members that ended without completing (a retried one is pending again).
+             */
+            dead: number;
+            /** Description */
+            description: string | null;
+            /**
+             * Died At
+             * @description When the first member ended badly.
+             */
+            died_at: string | null;
+            on_complete: components["schemas"]["Callback"] | null;
+            on_death: components["schemas"]["Callback"] | null;
+            on_success: components["schemas"]["Callback"] | null;
+            /** Parent */
+            parent: string | null;
+            /**
+             * Pending
+             * @description Members neither completed nor dead.
+             */
+            pending: number;
+            /**
+             * State
+             * @description `open`: members may join; `committed`: none may join until it is opened again; `finished`: committed with every member settled (never opened again).
+             * @enum {string}
+             */
+            state: "open" | "committed" | "finished";
+            /**
+             * Succeeded
+             * @description Members completed (a child batch: all of its members).
+             */
+            succeeded: number;
+            /**
+             * Succeeded At
+             * @description When every member had completed.
+             */
+            succeeded_at: string | null;
+            /**
+             * Total
+             * @description Members: jobs and child batches.
+             */
+            total: number;
+        };
+        /** BatchNew */
+        BatchNew: {
+            /** Description */
+            description?: string | null;
+            /** @description Run once every member has settled. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            on_complete?: components["schemas"]["CallbackJob"] | null;
+            /** @description Run once, when the first member ends without completing (dead, expired, cancelled, skipped, or deleted unfinished); skipped if the batch succeeds without. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            on_death?: components["schemas"]["CallbackJob"] | null;
+            /** @description Run once every member has completed. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            on_success?: components["schemas"]["CallbackJob"] | null;
+            /**
+             * Parent
+             * @description An open batch this one is a member of: it settles in the parent when it finishes, and its first death is the parent's too.
+             */
+            parent?: string | null;
+        };
+        /** BatchPage */
+        BatchPage: {
+            /** Batches */
+            batches: components["schemas"]["Batch"][];
+            /**
+             * Next
+             * @description The cursor of the next page (null: last page).
+             */
+            next: string | null;
+        };
         /** Beat */
         Beat: {
             /** @description What the worker says it is doing. */
@@ -774,6 +954,72 @@ export interface components {
              * @description `changed` reached `limit`: repeat to cover more jobs.
              */
             more: boolean;
+        };
+        /** Callback */
+        Callback: {
+            /** Jid */
+            jid: string;
+            /**
+             * State
+             * @description The callback job's state: `waiting` until its condition is met; null once it is no longer stored.
+             */
+            state: string | null;
+        };
+        /** CallbackJob */
+        CallbackJob: {
+            /**
+             * Args
+             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             */
+            args?: unknown[] | null;
+            /**
+             * Backtrace
+             * @default 0
+             */
+            backtrace?: number | null;
+            /**
+             * Custom
+             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             */
+            custom?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Jid
+             * @description Unique id; generated when absent. Re-pushing an existing jid stores nothing new and returns the stored job.
+             */
+            jid?: string | null;
+            /** Jobtype */
+            jobtype: string;
+            /**
+             * Keep Result For
+             * @description Seconds the job stays readable as completed after its ack, with the result the ack carried (GET /v1/jobs/{jid}/result); 0: deleted at ack (unless the server's WERK_COMPLETED_RETENTION keeps every completed job).
+             * @default 0
+             */
+            keep_result_for?: number | null;
+            /**
+             * Priority
+             * @description Higher runs first within a queue.
+             * @default 0
+             */
+            priority?: number | null;
+            /**
+             * Queue
+             * @default default
+             */
+            queue?: string | null;
+            /**
+             * Reserve For
+             * @description Seconds a fetched job stays leased before it expires.
+             * @default 1800
+             */
+            reserve_for?: number | null;
+            /**
+             * Retry
+             * @description Retries before dead; 0 discards on failure, -1 is dead on the first failure.
+             * @default 25
+             */
+            retry?: number | null;
         };
         /**
          * Dependency
@@ -952,6 +1198,11 @@ export interface components {
             /** Backtrace */
             backtrace: number;
             /**
+             * Batch
+             * @description The batch the job is a member of (absent: none).
+             */
+            batch?: string | null;
+            /**
              * Completed At
              * @description When it was acked (completed jobs only).
              */
@@ -1065,6 +1316,11 @@ export interface components {
             attempt: number;
             /** Backtrace */
             backtrace: number;
+            /**
+             * Batch
+             * @description The batch the job is a member of (absent: none).
+             */
+            batch?: string | null;
             /**
              * Completed At
              * @description When it was acked (completed jobs only).
@@ -1210,6 +1466,11 @@ export interface components {
              */
             backtrace?: number | null;
             /**
+             * Batch
+             * @description The bid of an open batch the job joins (`POST /v1/batches`); a batch not found is refused (404 `batch_not_found`), a committed one too (409 `batch_committed`).
+             */
+            batch?: string | null;
+            /**
              * Custom
              * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
              */
@@ -1310,7 +1571,8 @@ export interface components {
         JobState: "scheduled" | "available" | "active" | "completed" | "dead" | "cancelled" | "expired" | "waiting" | "skipped";
         /**
          * NotUniqueProblem
-         * @description `not_unique`: another job holds the pushed job's unique key.
+         * @description A push's conflict: `not_unique` (another job holds the pushed job's unique key), or
+         *     `batch_committed` / `batch_finished` (the batch it names takes no members now).
          */
         NotUniqueProblem: {
             /** Code */
@@ -1321,9 +1583,9 @@ export interface components {
             errors?: components["schemas"]["ProblemFieldError"][] | null;
             /**
              * Existing Jid
-             * @description The job holding the key.
+             * @description `not_unique`: the job holding the key (absent otherwise).
              */
-            existing_jid: string;
+            existing_jid?: string | null;
             /** Status */
             status: number;
             /** Title */
@@ -1378,6 +1640,11 @@ export interface components {
             attempt: number;
             /** Backtrace */
             backtrace: number;
+            /**
+             * Batch
+             * @description The batch the job is a member of (absent: none).
+             */
+            batch?: string | null;
             /**
              * Completed At
              * @description When it was acked (completed jobs only).
@@ -1916,6 +2183,544 @@ export interface operations {
             };
             /** @description unsupported_media_type: a body that is not Content-Type: application/json */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description invalid_request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_auth_failures: too many failed authentications from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal_error: the server failed unexpectedly (the error is logged) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description database_unavailable: the database is unreachable; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "admin-batches-list": {
+        parameters: {
+            query?: {
+                cursor?: string | null;
+                limit?: number;
+                /** @description Only batches not finished. */
+                unfinished?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchPage"];
+                };
+            };
+            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthorized: no valid bearer token (WWW-Authenticate says Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description invalid_request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_auth_failures: too many failed authentications from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal_error: the server failed unexpectedly (the error is logged) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description database_unavailable: the database is unreachable; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "batches-new": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchNew"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthorized: no valid bearer token (WWW-Authenticate says Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_not_found (the parent) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_committed (the parent) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported_media_type: a body that is not Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description invalid_request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_auth_failures: too many failed authentications from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal_error: the server failed unexpectedly (the error is logged) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description database_unavailable: the database is unreachable; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "batches-get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                bid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthorized: no valid bearer token (WWW-Authenticate says Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description invalid_request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_auth_failures: too many failed authentications from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal_error: the server failed unexpectedly (the error is logged) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description database_unavailable: the database is unreachable; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "batches-commit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                bid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthorized: no valid bearer token (WWW-Authenticate says Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description invalid_request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_auth_failures: too many failed authentications from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal_error: the server failed unexpectedly (the error is logged) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description database_unavailable: the database is unreachable; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "batches-open": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                bid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthorized: no valid bearer token (WWW-Authenticate says Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_finished */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2509,7 +3314,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_unique */
+            /** @description batch_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description not_unique (naming the holder), batch_committed or batch_finished */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2619,6 +3433,24 @@ export interface operations {
             };
             /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description batch_committed or batch_finished */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

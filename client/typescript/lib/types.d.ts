@@ -34,6 +34,10 @@ export type Beat = Schemas["Beat"];
 export type WorkerState = Schemas["BeatReply"]["state"];
 export type Info = Schemas["Info"];
 export type Problem = Schemas["Problem"];
+/** What opens a batch: `description`, `parent` and the callbacks `on_complete`, `on_success`, `on_death`. */
+export type BatchNew = Schemas["BatchNew"];
+/** How a batch stands: its counts, state, callbacks (jid and state), parent and children. */
+export type BatchStatus = Schemas["Batch"];
 export type FieldError = Schemas["ProblemFieldError"];
 export interface FetchRequest {
     /** Queues to take jobs from, tried in this order. */
