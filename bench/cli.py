@@ -727,6 +727,11 @@ def _parser() -> argparse.ArgumentParser:
         default=peers_harness.NAMES,
         help="peers: which of them (werk-ts and werk-go are Werk's own clients)",
     )
+    r.add_argument(
+        "--setup-sql",
+        help="SQL run on the database once it is migrated, before any scenario (to measure a "
+        'schema change, e.g. "DROP INDEX werk_jobs_words_idx")',
+    )
     r.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     r.add_argument("--note", default="", help="free text stored in the result file")
     sm = sub.add_parser("summary", help="Markdown table of result files (default: bench/results)")
@@ -788,6 +793,11 @@ async def _run_one(args: argparse.Namespace, names: list[str], workers: int | No
             url=args.url.rstrip("/"), database_url=db_url, pid=args.server_pid, workers=workers
         )
     ctx = _context(args, target)
+    if args.setup_sql:
+        if not db_url:
+            raise SystemExit("--setup-sql needs the database (--database-url)")
+        async with Db(db_url) as db:
+            await db.c.execute(args.setup_sql)
     pg: dict[str, Any] = {}
     reniced: dict[int, int] = {}
     if db_url:
@@ -811,6 +821,7 @@ async def _run_one(args: argparse.Namespace, names: list[str], workers: int | No
         "harness": "python -m bench " + " ".join(sys.argv[1:]),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "note": args.note,
+        "setup_sql": args.setup_sql,
         "git": report.git_state(),
         "machine": report.machine(),
         "versions": report.versions(),
