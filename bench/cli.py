@@ -540,13 +540,23 @@ class Runner:
         met = True
         for name, _ in subs:
             base = statistics.mean(r["median"] for r in empty[name])
+            pg = statistics.mean(r["cpu_us_per_job_median"]["postgres"] for r in empty[name])
+            kept_pg = kept[name]["cpu_us_per_job_median"]["postgres"]
+            print(
+                f"{'completed':<12} {name:<24} PostgreSQL CPU {kept_pg:.0f} us/job "
+                f"(empty: {pg:.0f}): ratio {kept_pg / pg:.3f}",
+                flush=True,
+            )
             met = self._versus_empty(kept[name], base, bar=0.95) and met
         if kept_churn is not None:
             base = statistics.mean(r["rate"] for r in empty_churn)
             grown = statistics.mean(r["end_total_kb"] - r["start_total_kb"] for r in empty_churn)
             kept_grown = kept_churn["end_total_kb"] - kept_churn["start_total_kb"]
+            pg = statistics.mean(r["cpu_us_per_job"]["postgres"] for r in empty_churn)
+            kept_pg = kept_churn["cpu_us_per_job"]["postgres"]
             print(
-                f"{'':<12} {'churn':<24} rate ratio {kept_churn['rate'] / base:.3f}  "
+                f"{'completed':<12} {'churn':<24} rate ratio {kept_churn['rate'] / base:.3f}  "
+                f"PostgreSQL CPU {kept_pg:.0f} us/job (empty: {pg:.0f}): ratio {kept_pg / pg:.3f}  "
                 f"growth during the run {kept_grown:,} kB (empty: {grown:,.0f} kB)",
                 flush=True,
             )
@@ -581,7 +591,8 @@ class Runner:
             if "uses_words_index" in row:
                 index = (
                     f"  EXPLAIN ANALYZE: {row['execution']}, words index "
-                    f"{'used' if row['uses_words_index'] else 'NOT used'}"
+                    f"{'used' if row['uses_words_index'] else 'NOT used'}, "
+                    f"{row['rows_filtered']:,} jobs read and left out"
                 )
             print(
                 f"{'':<12} {row['query']:<52} p50 {row['p50_ms']:>8} ms  max {row['max_ms']:>8} ms"

@@ -776,6 +776,12 @@ async def search(ctx: Context) -> dict[str, Any]:
                 text = "\n".join(r[0] for r in plan)
                 row["explain"] = text
                 row["uses_words_index"] = "werk_jobs_words_idx" in text
+                # The jobs read and left out one by one (the walk over available jobs).
+                row["rows_filtered"] = sum(
+                    int(line.rsplit(":", 1)[1])
+                    for line in text.splitlines()
+                    if "Rows Removed by Filter:" in line
+                )
                 row["execution"] = text.rsplit("Execution Time:", 1)[-1].strip()
             rows.append(row)
     finally:
