@@ -19,7 +19,7 @@ import orjson
 
 from bench.httpclient import Connection, open_connections
 from bench.procstat import CpuMeter, machine_busy_seconds, rss_bytes
-from bench.target import Db, Target
+from bench.target import SEED_COMPLETED_SQL, SEED_SEARCHABLE_SQL, Db, Target
 
 QUEUE = "bench"
 
@@ -90,6 +90,11 @@ class Context:
     fetch_url: str | None = None
     quiet_wait: float = 0.0
     quiet_threshold: float = 25.0
+    completed_rows: int = 1_000_000
+    search_jobs: int = 1_000_000
+    search_rounds: int = 5
+    # Set while completed jobs seeded for the run stay in the table: resets keep this queue.
+    keep_queue: str | None = None
     baselines: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -220,7 +225,7 @@ class WaitSampler:
 async def _reset(ctx: Context) -> None:
     if ctx.has_db:
         async with ctx.db() as db:
-            await db.reset()
+            await db.reset(ctx.keep_queue)
 
 
 # -- client calibration ---------------------------------------------------------------------
@@ -598,7 +603,7 @@ async def churn(ctx: Context, queue: str = QUEUE) -> dict[str, Any]:
         sizes["first"]["after_jobs"] = done
 
     async with ctx.db() as db:
-        await db.reset()
+        await db.reset(ctx.keep_queue)
         await db.c.execute("VACUUM werk_jobs")
         sizes["start"] = await db.sizes()
         watcher = asyncio.create_task(watch(db))
@@ -623,6 +628,7 @@ async def churn(ctx: Context, queue: str = QUEUE) -> dict[str, Any]:
     r["first_total_kb"] = f["total"] // 1024
     r["end_total_kb"] = e["total"] // 1024
     r["settled_total_kb"] = s["total"] // 1024
+    r["start_total_kb"] = sizes["start"]["total"] // 1024
     r["growth_end"] = round(e["total"] / f["total"], 2)
     r["growth_settled"] = round(s["total"] / f["total"], 2)
     return r
@@ -655,3 +661,129 @@ async def with_timeout(aw: Awaitable[Any], seconds: float) -> Any:
     with contextlib.suppress(asyncio.TimeoutError):
         return await asyncio.wait_for(aw, seconds)
     return None
+
+
+# -- completed jobs kept with their result ---------------------------------------------------
+
+KEPT_QUEUE = "bench-kept"
+
+
+async def _checkpoint(db: Db) -> None:
+    # A seed's WAL forces checkpoints back to back through the runs that follow (see
+    # seed_backlog); the runs compared with it start with none under way.
+    try:
+        await db.c.execute("CHECKPOINT")
+    except asyncpg.InsufficientPrivilegeError:
+        print("WARNING: no CHECKPOINT after seeding (needs pg_checkpoint)", flush=True)
+
+
+async def seed_completed(ctx: Context) -> dict[str, Any]:
+    """``completed_rows`` completed jobs kept with their result, in queue bench-kept, written by
+    one INSERT ... SELECT; then the claim statement's plan on the table that holds them."""
+    t0 = time.perf_counter()
+    async with ctx.db() as db:
+        await db.reset()
+        await db.c.execute(SEED_COMPLETED_SQL, "kept-", KEPT_QUEUE, ctx.completed_rows)
+        await db.c.execute("VACUUM ANALYZE werk_jobs")
+        await _checkpoint(db)
+        sizes = await db.sizes()
+        await db.seed("claimable-", QUEUE, 20_000)  # what the claim's EXPLAIN reads
+        explain = await db.explain_claim(QUEUE)
+        await db.reset(KEPT_QUEUE)
+    return {"seconds": round(time.perf_counter() - t0, 1), "explain": explain, "sizes": sizes}
+
+
+# -- search ----------------------------------------------------------------------------------
+
+SEARCH_QUEUE = "bench-search"
+
+
+async def _get(conn: Connection, path: str) -> float:
+    t = time.perf_counter()
+    status, body = await conn.request("GET", path)
+    if status != 200:
+        raise RuntimeError(f"GET {path}: {status} {body[:200]!r}")
+    return (time.perf_counter() - t) * 1000
+
+
+async def search(ctx: Context) -> dict[str, Any]:
+    """The operators' search (q) over ``search_jobs`` available jobs and a tenth as many
+    completed ones kept with their result, seeded with SQL: the API and dashboard answers'
+    times, and EXPLAIN ANALYZE of the job list statement for each API query."""
+    from werk.db.admin_queries import job_list_sql
+
+    n = ctx.search_jobs
+    kept = max(n // 10, 1)
+    t0 = time.perf_counter()
+    async with ctx.db() as db:
+        await db.reset()
+        await db.c.execute(SEED_SEARCHABLE_SQL, "search-", SEARCH_QUEUE, n)
+        await db.c.execute(SEED_COMPLETED_SQL, "kept-", KEPT_QUEUE, kept)
+        await db.c.execute("VACUUM ANALYZE werk_jobs")
+        await _checkpoint(db)
+        sizes = await db.sizes()
+    seeded = round(time.perf_counter() - t0, 1)
+    one, one_kept = n // 2, kept // 2
+    # (label, path, the job list's parameters: state, queue, jobtype, q, failed)
+    queries: list[tuple[str, str, tuple[Any, ...] | None]] = [
+        (
+            "api: one available job by args",
+            f"/v1/jobs?q=order-{one}&limit=50",
+            (None, None, None, f"order-{one}", None),
+        ),
+        (
+            "api: one available job by args, its queue and state",
+            f"/v1/jobs?q=order-{one}&queue={SEARCH_QUEUE}&state=available&limit=50",
+            ("available", SEARCH_QUEUE, None, f"order-{one}", None),
+        ),
+        (
+            "api: a word of every job (first page)",
+            "/v1/jobs?q=order&limit=50",
+            (None, None, None, "order", None),
+        ),
+        (
+            "api: one completed job by args",
+            f"/v1/jobs?q=order-{one_kept}&state=completed&limit=50",
+            ("completed", None, None, f"order-{one_kept}", None),
+        ),
+        (
+            "api: a customer of 1 in 1,000 completed jobs",
+            "/v1/jobs?q=c777&state=completed&limit=50",
+            ("completed", None, None, "c777", None),
+        ),
+        ("dashboard: /completed?q= one job", f"/completed?q=order-{one_kept}", None),
+        ("dashboard: /completed?q= a customer", "/completed?q=c777", None),
+        ("dashboard: /dead?q= (no match)", f"/dead?q=order-{one}", None),
+    ]
+    conn = Connection(ctx.target.host, ctx.target.port)
+    rows = []
+    try:
+        for label, path, params in queries:
+            await _get(conn, path)  # the statement prepared, the pages read once
+            samples = [await _get(conn, path) for _ in range(ctx.search_rounds)]
+            row: dict[str, Any] = {
+                "query": label,
+                "path": path,
+                "p50_ms": round(statistics.median(samples), 1),
+                "max_ms": round(max(samples), 1),
+            }
+            if params is not None:
+                async with ctx.db() as db:
+                    plan = await db.c.fetch(
+                        "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + job_list_sql(True),
+                        *params, None, None, 51,
+                    )  # fmt: skip
+                text = "\n".join(r[0] for r in plan)
+                row["explain"] = text
+                row["uses_words_index"] = "werk_jobs_words_idx" in text
+                # The jobs read and left out one by one (the walk over available jobs).
+                row["rows_filtered"] = sum(
+                    int(line.rsplit(":", 1)[1])
+                    for line in text.splitlines()
+                    if "Rows Removed by Filter:" in line
+                )
+                row["execution"] = text.rsplit("Execution Time:", 1)[-1].strip()
+            rows.append(row)
+    finally:
+        conn.close()
+    return {"jobs": n, "completed": kept, "seed_seconds": seeded, "sizes": sizes, "rows": rows}

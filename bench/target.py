@@ -188,6 +188,28 @@ SELECT $1 || lpad(g::text, 9, '0'), 'noop', $2, '[]'::jsonb, 'dead', now(), now(
 FROM generate_series(1, $3::int) AS g
 """
 
+# Completed jobs kept with their result (keep_result_for), as results retention leaves them: the
+# words of their args and result are those of a job a user would push, not empty; kept a day,
+# so no maintenance pass prunes them during a run.
+SEED_COMPLETED_SQL = """
+INSERT INTO werk_jobs (jid, jobtype, queue, args, custom, state, run_at, created_at, enqueued_at,
+                       attempt, finished_at, keep_result_for, result, keep_until)
+SELECT $1 || lpad(g::text, 9, '0'), 'Report', $2,
+       jsonb_build_array('order-' || g, g, jsonb_build_object('customer', 'c' || g % 1000)),
+       '{}'::jsonb, 'completed', now(), now(), now(), 1, now(), 86400,
+       jsonb_build_object('status', 'ok', 'lines', g % 100), now() + interval '1 day'
+FROM generate_series(1, $3::int) AS g
+"""
+
+# Available jobs whose args hold words an operator searches for (the `search` scenario).
+SEED_SEARCHABLE_SQL = """
+INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at)
+SELECT $1 || lpad(g::text, 9, '0'), 'Report', $2,
+       jsonb_build_array('order-' || g, g, jsonb_build_object('customer', 'c' || g % 1000)),
+       'available', now(), now() - make_interval(secs => $3::int - g), now()
+FROM generate_series(1, $3::int) AS g
+"""
+
 # Jobs a worker holds (fetched, not yet acked) for an hour.
 SEED_HELD_SQL = """
 INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at,
@@ -246,12 +268,19 @@ class Db:
         assert self.conn is not None
         return self.conn
 
-    async def reset(self) -> None:
-        """Empty the job table (fast, and it gives every run the same starting point)."""
+    async def reset(self, keep_queue: str | None = None) -> None:
+        """Empty the job table (fast, and it gives every run the same starting point); with
+        ``keep_queue``, every job but that queue's, then VACUUM, so the next run starts with no
+        dead rows of this one."""
         for attempt in range(20):
             try:
                 await self.c.execute("SET lock_timeout = '5s'")
-                await self.c.execute("TRUNCATE werk_jobs, werk_counters")
+                if keep_queue is None:
+                    await self.c.execute("TRUNCATE werk_jobs, werk_counters")
+                else:
+                    await self.c.execute("DELETE FROM werk_jobs WHERE queue <> $1", keep_queue)
+                    await self.c.execute("TRUNCATE werk_counters")
+                    await self.c.execute("VACUUM werk_jobs")
                 return
             except asyncpg.LockNotAvailableError:
                 await asyncio.sleep(0.5 * (attempt + 1))

@@ -82,6 +82,42 @@ async def test_pages_show_the_data(api: InProcess) -> None:
     assert jobs["retrying"] not in (await api.http.get("/retries?q=nothing-like-this")).text
 
 
+async def test_search_by_args_and_custom_lists_the_matching_jobs_only(api: InProcess) -> None:
+    acme = await dead_job(
+        api, args=["invoice-4711", {"customer": "acme"}], custom={"tenant": "north"}
+    )
+    globex = await dead_job(
+        api, args=["invoice-4712", {"customer": "globex"}], custom={"tenant": "south"}
+    )
+    other = await dead_job(api, args=[4711, True])
+
+    async def listed(path: str) -> set[str]:
+        r = await api.http.get(path)
+        assert r.status_code == 200, r.text[:500]
+        return {jid for jid in (acme, globex, other) if jid in r.text}
+
+    assert await listed("/dead") == {acme, globex, other}
+    assert await listed("/dead?q=invoice-4711") == {acme}
+    assert await listed("/dead?q=globex") == {globex}
+    assert await listed("/dead?q=south") == {globex}  # a value of custom
+    assert await listed("/dead?q=true") == {other}  # a boolean of args
+    assert await listed("/dead?q=invoice") == {acme, globex}  # a word's beginning
+    assert await listed("/dead?q=invoice-4711+acme") == {acme}  # every word must match
+    assert await listed("/dead?q=invoice-4711+globex") == set()
+    assert await listed("/dead?q=customer") == set()  # object keys are not words
+    assert await listed("/retries?q=invoice-4711") == set()  # the list's state still holds
+
+    kept = await push(api, args=["invoice-4711"], keep_result_for=3600)
+    fetched = await fetch_one(api)
+    r = await api.http.post(
+        f"/v1/jobs/{kept}/ack", json={"lease": fetched["lease"], "result": {"pdf": "ok"}}
+    )
+    assert r.status_code == 204, r.text
+    completed = await api.http.get("/completed?q=invoice-4711")
+    assert kept in completed.text and acme not in completed.text
+    assert kept not in (await api.http.get("/completed?q=invoice-4712")).text
+
+
 async def test_html_is_escaped_everywhere(api: InProcess) -> None:
     jid = await push(api, jobtype=XSS, args=[XSS], custom={"k": XSS})
     fetched = await fetch_one(api)
