@@ -407,25 +407,32 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 	ctx = context.WithValue(ctx, checkpointKey{}, func(progress any) error {
 		return extend(ExtendOptions{Progress: progress})
 	})
-	extenderDone := make(chan struct{})
-	defer close(extenderDone)
-	go func() {
-		every := time.Duration(float64(r.job.ReserveFor) * w.ExtendAt * float64(time.Second))
-		if every < time.Second {
-			every = time.Second
+	every := time.Duration(float64(r.job.ReserveFor) * w.ExtendAt * float64(time.Second))
+	if every < time.Second {
+		every = time.Second
+	}
+	// A timer rather than a goroutine per job: most jobs end long before their first extension.
+	var extendMu sync.Mutex
+	var extender *time.Timer
+	finished := false
+	tick := func() {
+		if err := extend(ExtendOptions{}); err != nil && !errors.Is(err, ErrLeaseLost) {
+			w.Logger.Printf("werk worker %s: extending job %s: %v", w.WID, r.job.JID, err)
 		}
-		ticker := time.NewTicker(every)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-extenderDone:
-				return
-			case <-ticker.C:
-				if err := extend(ExtendOptions{}); err != nil && !errors.Is(err, ErrLeaseLost) {
-					w.Logger.Printf("werk worker %s: extending job %s: %v", w.WID, r.job.JID, err)
-				}
-			}
+		extendMu.Lock()
+		defer extendMu.Unlock()
+		if !finished {
+			extender.Reset(every)
 		}
+	}
+	extendMu.Lock()
+	extender = time.AfterFunc(every, tick)
+	extendMu.Unlock()
+	defer func() {
+		extendMu.Lock()
+		finished = true
+		extender.Stop()
+		extendMu.Unlock()
 	}()
 
 	err := runHandler(ctx, handler, r.job)
