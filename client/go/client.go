@@ -49,17 +49,28 @@ func NewClient(baseURL string) *Client {
 	if baseURL == "" {
 		baseURL = "http://127.0.0.1:7420"
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 64
-	// The server never compresses its answers: asking for gzip only wraps every body in a reader.
-	transport.DisableCompression = true
 	return &Client{
 		URL:     strings.TrimRight(baseURL, "/"),
 		Token:   os.Getenv("WERK_TOKEN"),
 		Timeout: 10 * time.Second,
 		Retries: 3,
-		HTTP:    &http.Client{Transport: transport},
+		HTTP:    &http.Client{Transport: newTransport(baseURL)},
 	}
+}
+
+// newTransport returns the client's own connections (transport.go), or net/http's Transport when
+// the environment routes the server's URL through a proxy.
+func newTransport(baseURL string) http.RoundTripper {
+	if u, err := url.Parse(baseURL); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy == nil {
+			return &connTransport{maxIdle: 64}
+		}
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	// The server never compresses its answers: asking for gzip only wraps every body in a reader.
+	transport.DisableCompression = true
+	return transport
 }
 
 // Header values shared by every request (net/http only reads them).

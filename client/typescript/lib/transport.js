@@ -10,8 +10,9 @@ export class TimedOut extends Error {
 class ProtocolError extends Error {
 }
 /** The first complete answer in `buf`: the answer, whether the connection may serve another
- * request, and how many bytes it took; undefined while incomplete. `eof`: the server closed the
- * connection, which completes an answer framed by the close. */
+ * request, and how many bytes it took; while incomplete, how many bytes it needs when the head
+ * says so (else 0). `eof`: the server closed the connection, which completes an answer framed by
+ * the close. */
 function takeAnswer(buf, eof) {
     let start = 0;
     for (;;) {
@@ -19,7 +20,7 @@ function takeAnswer(buf, eof) {
         if (end < 0) {
             if (buf.length - start > MAX_HEAD)
                 throw new ProtocolError("answer head too long");
-            return undefined;
+            return 0;
         }
         const head = buf.toString("latin1", start, end);
         const lines = head.split("\r\n");
@@ -70,18 +71,18 @@ function takeAnswer(buf, eof) {
         else if (chunked) {
             const parsed = chunkedBody(buf, bodyStart);
             if (parsed === undefined)
-                return undefined;
+                return 0;
             [text, used] = parsed;
         }
         else if (length >= 0) {
             used = bodyStart + length;
             if (buf.length < used)
-                return undefined;
+                return used;
             text = buf.toString("utf8", bodyStart, used);
         }
         else {
             if (!eof)
-                return undefined;
+                return 0;
             used = buf.length;
             text = buf.toString("utf8", bodyStart);
             keep = false;
@@ -113,7 +114,11 @@ function chunkedBody(buf, pos) {
 }
 class Connection {
     socket;
-    buf;
+    // What has arrived of the answer, in pieces: joined only once `need` bytes are in (a large
+    // answer arrives in many reads; joining at each one would copy it over and over).
+    parts = [];
+    size = 0;
+    need = 0;
     waiter;
     closed = false;
     idleSince = 0;
@@ -147,8 +152,10 @@ class Connection {
             this.close(); // nothing was asked: the connection cannot be trusted any more
             return;
         }
-        this.buf = this.buf === undefined ? data : Buffer.concat([this.buf, data]);
-        this.parse(false);
+        this.parts.push(data);
+        this.size += data.length;
+        if (this.size >= this.need)
+            this.parse(false);
     }
     onClose(error) {
         const wasClosed = this.closed;
@@ -158,7 +165,7 @@ class Connection {
         if (this.waiter === undefined)
             return;
         // An answer framed by the close (no length given) is complete now.
-        if (error === undefined && this.buf !== undefined && this.parse(true))
+        if (error === undefined && this.size > 0 && this.parse(true))
             return;
         const waiter = this.waiter;
         this.waiter = undefined;
@@ -167,11 +174,13 @@ class Connection {
     /** True once the waiter has been answered. */
     parse(eof) {
         const waiter = this.waiter;
-        if (waiter === undefined || this.buf === undefined)
+        if (waiter === undefined || this.size === 0)
             return false;
+        const buf = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts, this.size);
+        this.parts = [buf];
         let taken;
         try {
-            taken = takeAnswer(this.buf, eof);
+            taken = takeAnswer(buf, eof);
         }
         catch (error) {
             this.waiter = undefined;
@@ -179,11 +188,15 @@ class Connection {
             waiter.reject(error);
             return true;
         }
-        if (taken === undefined)
+        if (typeof taken === "number") {
+            this.need = taken;
             return false;
+        }
         this.waiter = undefined;
-        const rest = this.buf.length > taken.used;
-        this.buf = undefined;
+        const rest = buf.length > taken.used;
+        this.parts = [];
+        this.size = 0;
+        this.need = 0;
         if (!taken.keep || rest || eof)
             this.close();
         else {

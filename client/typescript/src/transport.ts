@@ -35,15 +35,16 @@ interface Waiter {
 }
 
 /** The first complete answer in `buf`: the answer, whether the connection may serve another
- * request, and how many bytes it took; undefined while incomplete. `eof`: the server closed the
- * connection, which completes an answer framed by the close. */
-function takeAnswer(buf: Buffer, eof: boolean): { answer: Answer; keep: boolean; used: number } | undefined {
+ * request, and how many bytes it took; while incomplete, how many bytes it needs when the head
+ * says so (else 0). `eof`: the server closed the connection, which completes an answer framed by
+ * the close. */
+function takeAnswer(buf: Buffer, eof: boolean): { answer: Answer; keep: boolean; used: number } | number {
   let start = 0;
   for (;;) {
     const end = buf.indexOf("\r\n\r\n", start, "latin1");
     if (end < 0) {
       if (buf.length - start > MAX_HEAD) throw new ProtocolError("answer head too long");
-      return undefined;
+      return 0;
     }
     const head = buf.toString("latin1", start, end);
     const lines = head.split("\r\n");
@@ -84,14 +85,14 @@ function takeAnswer(buf: Buffer, eof: boolean): { answer: Answer; keep: boolean;
       used = bodyStart;
     } else if (chunked) {
       const parsed = chunkedBody(buf, bodyStart);
-      if (parsed === undefined) return undefined;
+      if (parsed === undefined) return 0;
       [text, used] = parsed;
     } else if (length >= 0) {
       used = bodyStart + length;
-      if (buf.length < used) return undefined;
+      if (buf.length < used) return used;
       text = buf.toString("utf8", bodyStart, used);
     } else {
-      if (!eof) return undefined;
+      if (!eof) return 0;
       used = buf.length;
       text = buf.toString("utf8", bodyStart);
       keep = false;
@@ -120,7 +121,11 @@ function chunkedBody(buf: Buffer, pos: number): [string, number] | undefined {
 }
 
 class Connection {
-  private buf: Buffer | undefined;
+  // What has arrived of the answer, in pieces: joined only once `need` bytes are in (a large
+  // answer arrives in many reads; joining at each one would copy it over and over).
+  private parts: Buffer[] = [];
+  private size = 0;
+  private need = 0;
   private waiter: Waiter | undefined;
   closed = false;
   idleSince = 0;
@@ -159,8 +164,9 @@ class Connection {
       this.close(); // nothing was asked: the connection cannot be trusted any more
       return;
     }
-    this.buf = this.buf === undefined ? data : Buffer.concat([this.buf, data]);
-    this.parse(false);
+    this.parts.push(data);
+    this.size += data.length;
+    if (this.size >= this.need) this.parse(false);
   }
 
   private onClose(error: Error | undefined): void {
@@ -169,7 +175,7 @@ class Connection {
     if (!wasClosed) this.socket.destroy();
     if (this.waiter === undefined) return;
     // An answer framed by the close (no length given) is complete now.
-    if (error === undefined && this.buf !== undefined && this.parse(true)) return;
+    if (error === undefined && this.size > 0 && this.parse(true)) return;
     const waiter = this.waiter;
     this.waiter = undefined;
     waiter.reject(error ?? new Error("the server closed the connection without a complete answer"));
@@ -178,20 +184,27 @@ class Connection {
   /** True once the waiter has been answered. */
   private parse(eof: boolean): boolean {
     const waiter = this.waiter;
-    if (waiter === undefined || this.buf === undefined) return false;
+    if (waiter === undefined || this.size === 0) return false;
+    const buf = this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.size);
+    this.parts = [buf];
     let taken;
     try {
-      taken = takeAnswer(this.buf, eof);
+      taken = takeAnswer(buf, eof);
     } catch (error) {
       this.waiter = undefined;
       this.close();
       waiter.reject(error);
       return true;
     }
-    if (taken === undefined) return false;
+    if (typeof taken === "number") {
+      this.need = taken;
+      return false;
+    }
     this.waiter = undefined;
-    const rest = this.buf.length > taken.used;
-    this.buf = undefined;
+    const rest = buf.length > taken.used;
+    this.parts = [];
+    this.size = 0;
+    this.need = 0;
     if (!taken.keep || rest || eof) this.close();
     else {
       this.socket.unref();
