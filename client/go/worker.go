@@ -287,18 +287,33 @@ func (w *Worker) stopping() bool {
 
 func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 	failures := 0
+	// Jobs end one goroutine at a time (a batch of acks lands as a burst of them): below half a
+	// batch of free capacity the loop waits a moment once for more, or each of those endings would
+	// send a fetch for one or two jobs.
+	floor := min(w.FetchBatch, w.Concurrency) / 2
+	waited := false
 	for !w.stopping() {
 		w.mu.Lock()
 		free := w.Concurrency - len(w.running)
 		state := w.state
 		w.mu.Unlock()
 		if state != StateRunning || free <= 0 {
+			waited = false
 			select {
 			case <-w.wake:
 			case <-w.stopCh:
 			}
 			continue
 		}
+		if free < floor && !waited {
+			waited = true
+			select {
+			case <-time.After(fetchGather):
+			case <-w.stopCh:
+			}
+			continue
+		}
+		waited = false
 		if free > w.FetchBatch {
 			free = w.FetchBatch
 		}
@@ -345,6 +360,9 @@ func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 		}
 	}
 }
+
+// How long the fetch loop waits once for more free capacity before fetching less than half a batch.
+const fetchGather = time.Millisecond
 
 func min(a, b int) int {
 	if a < b {
