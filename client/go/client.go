@@ -37,7 +37,9 @@ type Client struct {
 	Timeout time.Duration
 	// Retries after the first try for transient failures (unreachable, 502/503/504); default 3.
 	Retries int
-	HTTP    *http.Client
+	// HTTP sends the requests: by default over the client's own keep-alive connections, or
+	// through net/http's Transport when the environment sets a proxy for the server's URL.
+	HTTP *http.Client
 }
 
 // NewClient returns a client for url ("" means WERK_URL, else http://127.0.0.1:7420), with the
