@@ -37,9 +37,7 @@ type Client struct {
 	Timeout time.Duration
 	// Retries after the first try for transient failures (unreachable, 502/503/504); default 3.
 	Retries int
-	// HTTP sends the requests: by default over the client's own keep-alive connections, or
-	// through net/http's Transport when the environment sets a proxy for the server's URL.
-	HTTP *http.Client
+	HTTP    *http.Client
 }
 
 // NewClient returns a client for url ("" means WERK_URL, else http://127.0.0.1:7420), with the
@@ -51,28 +49,17 @@ func NewClient(baseURL string) *Client {
 	if baseURL == "" {
 		baseURL = "http://127.0.0.1:7420"
 	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	// The server never compresses its answers: asking for gzip only wraps every body in a reader.
+	transport.DisableCompression = true
 	return &Client{
 		URL:     strings.TrimRight(baseURL, "/"),
 		Token:   os.Getenv("WERK_TOKEN"),
 		Timeout: 10 * time.Second,
 		Retries: 3,
-		HTTP:    &http.Client{Transport: newTransport(baseURL)},
+		HTTP:    &http.Client{Transport: transport},
 	}
-}
-
-// newTransport returns the client's own connections (transport.go), or net/http's Transport when
-// the environment routes the server's URL through a proxy.
-func newTransport(baseURL string) http.RoundTripper {
-	if u, err := url.Parse(baseURL); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
-		if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy == nil {
-			return &connTransport{maxIdle: 64}
-		}
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 64
-	// The server never compresses its answers: asking for gzip only wraps every body in a reader.
-	transport.DisableCompression = true
-	return transport
 }
 
 // Header values shared by every request (net/http only reads them).

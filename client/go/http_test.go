@@ -1,6 +1,6 @@
 package werk
 
-// The client's connections against answers the Werk server itself does not send (chunked, framed
+// The client against answers the Werk server itself does not send (chunked, framed
 // by the close, a connection closed after the answer), from net/http's test server or a raw TCP
 // one standing in for a proxy between client and server; and a cancelled long request.
 
