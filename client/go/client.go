@@ -51,6 +51,8 @@ func NewClient(baseURL string) *Client {
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 64
+	// The server never compresses its answers: asking for gzip only wraps every body in a reader.
+	transport.DisableCompression = true
 	return &Client{
 		URL:     strings.TrimRight(baseURL, "/"),
 		Token:   os.Getenv("WERK_TOKEN"),
@@ -59,6 +61,12 @@ func NewClient(baseURL string) *Client {
 		HTTP:    &http.Client{Transport: transport},
 	}
 }
+
+// Header values shared by every request (net/http only reads them).
+var (
+	jsonType  = []string{"application/json"}
+	userAgent = []string{"werk-client-go/" + Version}
+)
 
 // NewJID returns a new job id (32 hex characters).
 func NewJID() string {
@@ -306,9 +314,7 @@ func (c *Client) once(ctx context.Context, method, path string, headers map[stri
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "werk-client-go/"+Version)
+	req.Header = http.Header{"Content-Type": jsonType, "Accept": jsonType, "User-Agent": userAgent}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}

@@ -287,18 +287,33 @@ func (w *Worker) stopping() bool {
 
 func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 	failures := 0
+	// Jobs end one goroutine at a time (a batch of acks lands as a burst of them): below half a
+	// batch of free capacity the loop waits a moment once for more, or each of those endings would
+	// send a fetch for one or two jobs.
+	floor := min(w.FetchBatch, w.Concurrency) / 2
+	waited := false
 	for !w.stopping() {
 		w.mu.Lock()
 		free := w.Concurrency - len(w.running)
 		state := w.state
 		w.mu.Unlock()
 		if state != StateRunning || free <= 0 {
+			waited = false
 			select {
 			case <-w.wake:
 			case <-w.stopCh:
 			}
 			continue
 		}
+		if free < floor && !waited {
+			waited = true
+			select {
+			case <-time.After(fetchGather):
+			case <-w.stopCh:
+			}
+			continue
+		}
+		waited = false
 		if free > w.FetchBatch {
 			free = w.FetchBatch
 		}
@@ -345,6 +360,9 @@ func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 		}
 	}
 }
+
+// How long the fetch loop waits once for more free capacity before fetching less than half a batch.
+const fetchGather = time.Millisecond
 
 func min(a, b int) int {
 	if a < b {
@@ -407,25 +425,32 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 	ctx = context.WithValue(ctx, checkpointKey{}, func(progress any) error {
 		return extend(ExtendOptions{Progress: progress})
 	})
-	extenderDone := make(chan struct{})
-	defer close(extenderDone)
-	go func() {
-		every := time.Duration(float64(r.job.ReserveFor) * w.ExtendAt * float64(time.Second))
-		if every < time.Second {
-			every = time.Second
+	every := time.Duration(float64(r.job.ReserveFor) * w.ExtendAt * float64(time.Second))
+	if every < time.Second {
+		every = time.Second
+	}
+	// A timer rather than a goroutine per job: most jobs end long before their first extension.
+	var extendMu sync.Mutex
+	var extender *time.Timer
+	finished := false
+	tick := func() {
+		if err := extend(ExtendOptions{}); err != nil && !errors.Is(err, ErrLeaseLost) {
+			w.Logger.Printf("werk worker %s: extending job %s: %v", w.WID, r.job.JID, err)
 		}
-		ticker := time.NewTicker(every)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-extenderDone:
-				return
-			case <-ticker.C:
-				if err := extend(ExtendOptions{}); err != nil && !errors.Is(err, ErrLeaseLost) {
-					w.Logger.Printf("werk worker %s: extending job %s: %v", w.WID, r.job.JID, err)
-				}
-			}
+		extendMu.Lock()
+		defer extendMu.Unlock()
+		if !finished {
+			extender.Reset(every)
 		}
+	}
+	extendMu.Lock()
+	extender = time.AfterFunc(every, tick)
+	extendMu.Unlock()
+	defer func() {
+		extendMu.Lock()
+		finished = true
+		extender.Stop()
+		extendMu.Unlock()
 	}()
 
 	err := runHandler(ctx, handler, r.job)

@@ -27,11 +27,10 @@ export declare function newJid(): string;
  */
 export declare class Client {
     readonly url: string;
-    private readonly headers;
+    private readonly prefix;
     private readonly timeoutMs;
     private readonly retries;
-    private readonly transport;
-    private readonly agent;
+    private readonly pool;
     constructor(options?: ClientOptions);
     /**
      * Enqueue one job; resolves with it as stored. Pushing an existing jid again stores nothing.
@@ -105,7 +104,4 @@ export declare class Client {
     beat(beat: Beat): Promise<WorkerState>;
     private send;
     private once;
-    /** One HTTP exchange: the status, the body as text and Retry-After; rejects on network errors,
-     * on the timeout and when `call.signal` aborts. */
-    private request;
 }

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
-import http from "node:http";
-import https from "node:https";
 import { Unavailable, WerkError, errorFromResponse } from "./errors.js";
+import { Pool, TimedOut } from "./transport.js";
 export const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
 export const MAX_BATCH = 1000;
@@ -36,18 +35,17 @@ function sleep(ms, signal) {
  */
 export class Client {
     url;
-    headers;
+    prefix;
     timeoutMs;
     retries;
-    // node:http with a keep-alive agent rather than the global fetch: per request, fetch cost this
-    // client two to three times the CPU (its streams, Headers and AbortSignal plumbing), which a
-    // producer or worker pays on every push, fetch and ack.
-    transport;
-    agent;
+    // Its own HTTP/1.1 connections rather than node:http or the global fetch: a producer or worker
+    // pays the transport's CPU on every push, fetch and ack, and both cost several times what the
+    // request itself does (see transport.ts).
+    pool;
     constructor(options = {}) {
         this.url = (options.url ?? process.env.WERK_URL ?? "http://127.0.0.1:7420").replace(/\/+$/, "");
         const token = options.token ?? process.env.WERK_TOKEN;
-        this.headers = {
+        const headers = {
             "content-type": "application/json",
             accept: "application/json",
             "user-agent": `werk-client-node/${VERSION}`,
@@ -55,10 +53,11 @@ export class Client {
         };
         this.timeoutMs = options.timeoutMs ?? 10_000;
         this.retries = options.retries ?? 3;
-        const secure = new URL(this.url).protocol === "https:";
-        this.transport = secure ? https : http;
-        // Idle sockets are kept for reuse and do not keep the process alive (the agent unrefs them).
-        this.agent = new (secure ? https.Agent : http.Agent)({ keepAlive: true });
+        const base = new URL(this.url);
+        // Request targets are the base URL's path (a server behind a path prefix) plus the API's.
+        this.prefix = base.pathname.replace(/\/+$/, "");
+        // Idle connections are kept for reuse and do not keep the process alive.
+        this.pool = new Pool(base.origin, headers);
     }
     // -- producer side -------------------------------------------------------------------------
     /**
@@ -250,7 +249,8 @@ export class Client {
     async once(call) {
         let answer;
         try {
-            answer = await this.request(call);
+            const payload = call.body === undefined ? undefined : JSON.stringify(call.body);
+            answer = await this.pool.request(call.method, this.prefix + call.path, payload, call.headers, this.timeoutMs + (call.extraMs ?? 0), call.signal);
         }
         catch (cause) {
             if (call.signal?.aborted)
@@ -272,53 +272,6 @@ export class Client {
         const retryAfter = Number(answer.retryAfter) || undefined;
         throw errorFromResponse(answer.status, body, retryAfter);
     }
-    /** One HTTP exchange: the status, the body as text and Retry-After; rejects on network errors,
-     * on the timeout and when `call.signal` aborts. */
-    request(call) {
-        const payload = call.body === undefined ? undefined : JSON.stringify(call.body);
-        const headers = call.headers ? { ...this.headers, ...call.headers } : { ...this.headers };
-        if (payload !== undefined)
-            headers["content-length"] = Buffer.byteLength(payload);
-        return new Promise((resolve, reject) => {
-            let done = false;
-            const finish = (error, value) => {
-                if (done)
-                    return;
-                done = true;
-                clearTimeout(timer);
-                call.signal?.removeEventListener("abort", onAbort);
-                if (error === undefined && value !== undefined)
-                    resolve(value);
-                else {
-                    request.destroy();
-                    reject(error);
-                }
-            };
-            const request = this.transport.request(this.url + call.path, { method: call.method, headers, agent: this.agent }, (response) => {
-                const chunks = [];
-                response.on("data", (chunk) => chunks.push(chunk));
-                response.on("error", (error) => finish(error));
-                response.on("close", () => {
-                    if (!response.complete)
-                        finish(new Error("the connection closed before the answer ended"));
-                });
-                response.on("end", () => {
-                    const retryAfter = response.headers["retry-after"];
-                    finish(undefined, { status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8"), retryAfter });
-                });
-            });
-            request.on("error", (error) => finish(error));
-            const timeoutMs = this.timeoutMs + (call.extraMs ?? 0);
-            const timer = setTimeout(() => finish(new TimedOut(`no answer within ${timeoutMs} ms`)), timeoutMs);
-            const onAbort = () => finish(call.signal?.reason ?? new Error("aborted"));
-            if (call.signal?.aborted)
-                return onAbort();
-            call.signal?.addEventListener("abort", onAbort, { once: true });
-            request.end(payload);
-        });
-    }
-}
-class TimedOut extends Error {
 }
 function withJid(job) {
     return job.jid ? job : { ...job, jid: newJid() };

@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
-import http from "node:http";
-import https from "node:https";
 
 import { Unavailable, WerkError, errorFromResponse } from "./errors.js";
+import { type Answer, Pool, TimedOut } from "./transport.js";
 import type {
   AckItem,
   AckManyResult,
@@ -90,19 +89,18 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  */
 export class Client {
   readonly url: string;
-  private readonly headers: Record<string, string>;
+  private readonly prefix: string;
   private readonly timeoutMs: number;
   private readonly retries: number;
-  // node:http with a keep-alive agent rather than the global fetch: per request, fetch cost this
-  // client two to three times the CPU (its streams, Headers and AbortSignal plumbing), which a
-  // producer or worker pays on every push, fetch and ack.
-  private readonly transport: typeof http | typeof https;
-  private readonly agent: http.Agent;
+  // Its own HTTP/1.1 connections rather than node:http or the global fetch: a producer or worker
+  // pays the transport's CPU on every push, fetch and ack, and both cost several times what the
+  // request itself does (see transport.ts).
+  private readonly pool: Pool;
 
   constructor(options: ClientOptions = {}) {
     this.url = (options.url ?? process.env.WERK_URL ?? "http://127.0.0.1:7420").replace(/\/+$/, "");
     const token = options.token ?? process.env.WERK_TOKEN;
-    this.headers = {
+    const headers: Record<string, string> = {
       "content-type": "application/json",
       accept: "application/json",
       "user-agent": `werk-client-node/${VERSION}`,
@@ -110,10 +108,11 @@ export class Client {
     };
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.retries = options.retries ?? 3;
-    const secure = new URL(this.url).protocol === "https:";
-    this.transport = secure ? https : http;
-    // Idle sockets are kept for reuse and do not keep the process alive (the agent unrefs them).
-    this.agent = new (secure ? https.Agent : http.Agent)({ keepAlive: true });
+    const base = new URL(this.url);
+    // Request targets are the base URL's path (a server behind a path prefix) plus the API's.
+    this.prefix = base.pathname.replace(/\/+$/, "");
+    // Idle connections are kept for reuse and do not keep the process alive.
+    this.pool = new Pool(base.origin, headers);
   }
 
   // -- producer side -------------------------------------------------------------------------
@@ -324,9 +323,12 @@ export class Client {
   }
 
   private async once(call: Call): Promise<unknown> {
-    let answer: { status: number; text: string; retryAfter: string | undefined };
+    let answer: Answer;
     try {
-      answer = await this.request(call);
+      const payload = call.body === undefined ? undefined : JSON.stringify(call.body);
+      answer = await this.pool.request(
+        call.method, this.prefix + call.path, payload, call.headers, this.timeoutMs + (call.extraMs ?? 0), call.signal,
+      );
     } catch (cause) {
       if (call.signal?.aborted) throw new WerkError("the request was aborted", { code: "aborted", cause });
       const what = cause instanceof TimedOut ? "timed out" : "failed";
@@ -344,54 +346,7 @@ export class Client {
     const retryAfter = Number(answer.retryAfter) || undefined;
     throw errorFromResponse(answer.status, body, retryAfter);
   }
-
-  /** One HTTP exchange: the status, the body as text and Retry-After; rejects on network errors,
-   * on the timeout and when `call.signal` aborts. */
-  private request(call: Call): Promise<{ status: number; text: string; retryAfter: string | undefined }> {
-    const payload = call.body === undefined ? undefined : JSON.stringify(call.body);
-    const headers: Record<string, string | number> = call.headers ? { ...this.headers, ...call.headers } : { ...this.headers };
-    if (payload !== undefined) headers["content-length"] = Buffer.byteLength(payload);
-    return new Promise((resolve, reject) => {
-      let done = false;
-      const finish = (error: unknown, value?: { status: number; text: string; retryAfter: string | undefined }): void => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        call.signal?.removeEventListener("abort", onAbort);
-        if (error === undefined && value !== undefined) resolve(value);
-        else {
-          request.destroy();
-          reject(error);
-        }
-      };
-      const request = this.transport.request(
-        this.url + call.path,
-        { method: call.method, headers, agent: this.agent },
-        (response) => {
-          const chunks: Buffer[] = [];
-          response.on("data", (chunk: Buffer) => chunks.push(chunk));
-          response.on("error", (error) => finish(error));
-          response.on("close", () => {
-            if (!response.complete) finish(new Error("the connection closed before the answer ended"));
-          });
-          response.on("end", () => {
-            const retryAfter = response.headers["retry-after"];
-            finish(undefined, { status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8"), retryAfter });
-          });
-        },
-      );
-      request.on("error", (error) => finish(error));
-      const timeoutMs = this.timeoutMs + (call.extraMs ?? 0);
-      const timer = setTimeout(() => finish(new TimedOut(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      const onAbort = (): void => finish(call.signal?.reason ?? new Error("aborted"));
-      if (call.signal?.aborted) return onAbort();
-      call.signal?.addEventListener("abort", onAbort, { once: true });
-      request.end(payload);
-    });
-  }
 }
-
-class TimedOut extends Error {}
 
 function withJid(job: JobPush): JobPush {
   return job.jid ? job : { ...job, jid: newJid() };
