@@ -24,6 +24,7 @@ import type {
   PushManyResult,
   WorkerState,
 } from "./types.js";
+import { checkTimeout, customTimeout } from "./timeouts.js";
 
 export const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
@@ -394,5 +395,7 @@ export class Client {
 class TimedOut extends Error {}
 
 function withJid(job: JobPush): JobPush {
+  const timeout = customTimeout(job.custom);
+  if (timeout !== undefined) checkTimeout(timeout, job.reserve_for ?? undefined, `job ${JSON.stringify(job.jobtype)}`);
   return job.jid ? job : { ...job, jid: newJid() };
 }
