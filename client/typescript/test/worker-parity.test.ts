@@ -136,7 +136,11 @@ describe("Worker middleware, hooks, RetryIn/NoRetry, weighted queues", () => {
     const later = await client.push({ jobtype: "later", queue });
     const never = await client.push({ jobtype: "never", queue });
     const running = worker.run();
-    await eventually(async () => worker.failed === 2, 15_000, "both failures");
+    await eventually(
+      async () => (await failureOf(later.jid)) !== undefined && (await failureOf(never.jid)) !== undefined,
+      15_000,
+      "both failures",
+    );
     worker.stop(0);
     await running;
     const laterJob = (await client.get(later.jid)) as any;
