@@ -27,3 +27,10 @@ def test_weights_are_checked():
         WorkerConfig(queues=("a",), weights={"a": 0})
     with pytest.raises(ValueError, match="not in queues"):
         WorkerConfig(queues=("a",), weights={"b": 2})
+
+
+def test_weights_from_the_queue_list(monkeypatch):
+    monkeypatch.setenv("WERK_QUEUES", "critical:6,default:3,low")
+    config = WorkerConfig.from_env()
+    assert config.queues == ("critical", "default", "low")
+    assert config.weights == {"critical": 6, "default": 3, "low": 1}

@@ -129,4 +129,9 @@ class WorkerConfig:
         for name in ("queues", "labels"):
             if name in values:
                 values[name] = tuple(values[name])
+        if any(":" in queue for queue in values.get("queues", ())):
+            # "critical:6,default:3" (WERK_QUEUES, --queues): weighted queues.
+            pairs = [(*queue.split(":", 1), "1")[:2] for queue in values["queues"]]
+            values["queues"] = tuple(name for name, _ in pairs)
+            values["weights"] = {name: int(weight) for name, weight in pairs}
         return cls(**values)
