@@ -24,6 +24,14 @@ END = "<!-- parity:end -->"
 # Features the worker scenarios cannot cover, each SDK's cell with its reason.
 NOT_REPLAYED: list[tuple[str, dict[str, str]]] = [
     (
+        "start/stop hooks (not observable from the server; each SDK's own tests)",
+        {
+            "python": "yes (`on_startup`/`on_shutdown`; tests/e2e/sdk/test_worker_in_process.py)",
+            "typescript": "yes (`onStartup`/`onShutdown`; test/worker-parity.test.ts)",
+            "go": "yes (`OnStartup`/`OnShutdown`; parity_test.go)",
+        },
+    ),
+    (
         "process isolation (hard kill at timeout + grace)",
         {
             "python": "yes (`process=True`; tests/e2e/sdk/test_worker_timeouts.py)",
