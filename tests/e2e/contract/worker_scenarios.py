@@ -79,7 +79,13 @@ def _state(client: Client, jid: str) -> dict[str, Any]:
 
 def _matches(expect: dict[str, Any], seen: dict[str, Any]) -> bool:
     for key, value in expect.items():
-        if key == "retry_in_about":
+        if key == "state_in":  # e.g. failed to retry: scheduled, or already due again
+            if seen["state"] not in value:
+                return False
+        elif key == "failed":
+            if ("errtype" in seen) != value:
+                return False
+        elif key == "retry_in_about":
             if not value * 0.9 <= seen.get("retry_in", -1) <= value:
                 return False
         elif seen.get(key) != value:
