@@ -80,6 +80,9 @@ func NewJID() string {
 // Push enqueues one job and returns it as stored. A jid is assigned when none is given, so a
 // retried push stores one job; pushing an existing jid again stores nothing new.
 func (c *Client) Push(ctx context.Context, spec JobSpec) (*Job, error) {
+	if err := checkSpecs(spec); err != nil {
+		return nil, err
+	}
 	if spec.JID == "" {
 		spec.JID = NewJID()
 	}
@@ -89,6 +92,9 @@ func (c *Client) Push(ctx context.Context, spec JobSpec) (*Job, error) {
 
 // PushMany enqueues jobs, MaxBatch per request; each request is all-or-nothing.
 func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult, error) {
+	if err := checkSpecs(specs...); err != nil {
+		return nil, err
+	}
 	merged := &PushManyResult{Jobs: []Job{}}
 	for _, batch := range jobBatches(specs) {
 		var part PushManyResult
@@ -118,6 +124,9 @@ func (c *Client) PushFlow(ctx context.Context, specs []JobSpec) (*PushManyResult
 	if len(specs) > MaxBatch {
 		return nil, fmt.Errorf("werk: a flow is pushed in one request: at most %d jobs", MaxBatch)
 	}
+	if err := checkSpecs(specs...); err != nil {
+		return nil, err
+	}
 	batches := jobBatches(specs)
 	var result PushManyResult
 	if err := c.call(ctx, "POST", "/v1/jobs/batch", map[string]any{"jobs": batches[0]}, &result, 0); err != nil {
@@ -128,6 +137,9 @@ func (c *Client) PushFlow(ctx context.Context, specs []JobSpec) (*PushManyResult
 
 // PushJIDs is PushMany answered with the jids only (Prefer: return=minimal), not the stored jobs.
 func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult, error) {
+	if err := checkSpecs(specs...); err != nil {
+		return nil, err
+	}
 	merged := &PushJIDsResult{JIDs: []string{}, Existed: []string{}}
 	minimal := map[string]string{"Prefer": "return=minimal"}
 	for _, batch := range jobBatches(specs) {

@@ -18,8 +18,19 @@ import (
 // Handler runs one job. Returning an error fails the attempt (it retries per the job's policy);
 // the failure's errtype is the error's ErrType() string if it has that method, else its Go type.
 // A panic is recovered and reported as a failure. ctx is cancelled when the lease is lost or the
-// worker gives the job up at shutdown: stop work then, the outcome is ignored.
+// worker gives the job up at shutdown: stop work then, the outcome is ignored. It is also
+// cancelled at the job's timeout (WithTimeout, custom.timeout): the attempt then fails with
+// errtype "Timeout". Return RetryIn(d, err) or NoRetry(err) to steer the retry.
 type Handler func(ctx context.Context, job *Job) error
+
+// Middleware wraps every job's handler: func(next werk.Handler) werk.Handler { return
+// func(ctx, job) error { ...; err := next(ctx, job); ...; return err } }. Returning an error fails
+// the job; not calling next skips the handler (the job is acked). The first added is the outermost.
+type Middleware func(next Handler) Handler
+
+// Hook runs once when the worker starts (before it fetches; an error stops Run) or stops (after
+// its jobs were settled).
+type Hook func(ctx context.Context) error
 
 // Worker fetches jobs from Queues in batches (long polling), runs their handlers with up to
 // Concurrency at once, keeps their leases extended, acks or fails them, and heartbeats. The
@@ -28,20 +39,25 @@ type Handler func(ctx context.Context, job *Job) error
 // retries elsewhere. Set fields before Run.
 type Worker struct {
 	Client        *Client
-	Queues        []string      // default ["default"]
-	Concurrency   int           // default 10
-	FetchBatch    int           // most jobs per fetch, default 100
-	FetchWait     float64       // long-poll seconds per fetch, default 5
-	BeatInterval  time.Duration // default 15 s
-	ShutdownGrace time.Duration // default 25 s
-	ExtendAt      float64       // extend when this fraction of reserve_for has passed, default 0.5
-	WID           string        // default: a new random id
-	Labels        []string      // default ["go"]
-	IgnoreSignals bool          // do not stop on SIGTERM/SIGINT
-	NoBatchAck    bool          // ack each job in a request of its own instead of together
-	Logger        *log.Logger   // default: log.Default()
+	Queues        []string       // default ["default"]
+	Weights       map[string]int // {"critical": 6, "default": 3}: each fetch orders Queues by a weighted draw; nil: strict order
+	TimeoutGrace  time.Duration  // after a job's timeout, how long its handler may take to return, default 5 s
+	Concurrency   int            // default 10
+	FetchBatch    int            // most jobs per fetch, default 100
+	FetchWait     float64        // long-poll seconds per fetch, default 5
+	BeatInterval  time.Duration  // default 15 s
+	ShutdownGrace time.Duration  // default 25 s
+	ExtendAt      float64        // extend when this fraction of reserve_for has passed, default 0.5
+	WID           string         // default: a new random id
+	Labels        []string       // default ["go"]
+	IgnoreSignals bool           // do not stop on SIGTERM/SIGINT
+	NoBatchAck    bool           // ack each job in a request of its own instead of together
+	Logger        *log.Logger    // default: log.Default()
 
-	handlers map[string]Handler
+	handlers   map[string]registered
+	middleware []Middleware
+	startup    []Hook
+	shutdown   []Hook
 
 	mu        sync.Mutex
 	state     string
@@ -82,14 +98,45 @@ func NewWorker(client *Client, queues ...string) *Worker {
 	return &Worker{Client: client, Queues: queues}
 }
 
-// Register runs h for jobs of jobtype.
-func (w *Worker) Register(jobtype string, h Handler) {
+// Register runs h for jobs of jobtype; WithTimeout(d) limits each attempt. It panics on a
+// timeout no reservation can cover, as a programming error.
+func (w *Worker) Register(jobtype string, h Handler, opts ...HandlerOption) {
+	r := registered{handler: h}
+	for _, opt := range opts {
+		opt(&r)
+	}
+	if r.timeout != 0 {
+		if _, err := checkTimeout(r.timeout, reserveForMax, fmt.Sprintf("handler %q", jobtype)); err != nil {
+			panic(err)
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.handlers == nil {
-		w.handlers = map[string]Handler{}
+		w.handlers = map[string]registered{}
 	}
-	w.handlers[jobtype] = h
+	w.handlers[jobtype] = r
+}
+
+// Use adds middleware around every job (after the middleware already added).
+func (w *Worker) Use(mw ...Middleware) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.middleware = append(w.middleware, mw...)
+}
+
+// OnStartup runs hook once when the worker starts, before it fetches.
+func (w *Worker) OnStartup(hook Hook) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.startup = append(w.startup, hook)
+}
+
+// OnShutdown runs hook once when the worker stops, after its jobs were settled.
+func (w *Worker) OnShutdown(hook Hook) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.shutdown = append(w.shutdown, hook)
 }
 
 // Processed and Failed count the jobs this worker acked and failed.
@@ -147,6 +194,9 @@ func (w *Worker) defaults() {
 	if len(w.Queues) == 0 {
 		w.Queues = []string{"default"}
 	}
+	if w.TimeoutGrace <= 0 {
+		w.TimeoutGrace = 5 * time.Second
+	}
 	if w.Concurrency <= 0 {
 		w.Concurrency = 10
 	}
@@ -181,6 +231,23 @@ func (w *Worker) defaults() {
 // acked or failed (or was found taken away) when it returns.
 func (w *Worker) Run(ctx context.Context) error {
 	w.defaults()
+	for q, weight := range w.Weights {
+		if weight < 1 || !contains(w.Queues, q) {
+			return fmt.Errorf("werk: weights must name queues of Queues, each >= 1 (%s: %d)", q, weight)
+		}
+	}
+	for _, hook := range w.startup {
+		if err := hook(ctx); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		for _, hook := range w.shutdown {
+			if err := hook(context.Background()); err != nil {
+				w.Logger.Printf("werk worker %s: shutdown hook: %v", w.WID, err)
+			}
+		}
+	}()
 	w.mu.Lock()
 	w.state = StateRunning
 	w.running = map[string]*runningJob{}
@@ -321,7 +388,7 @@ func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 		w.mu.Lock()
 		w.fetchStop = cancel
 		w.mu.Unlock()
-		fetched, err := w.Client.Fetch(fetchCtx, FetchRequest{Queues: w.Queues, WID: w.WID, Count: free, Wait: w.FetchWait})
+		fetched, err := w.Client.Fetch(fetchCtx, FetchRequest{Queues: w.queueOrder(), WID: w.WID, Count: free, Wait: w.FetchWait})
 		cancelled := fetchCtx.Err() != nil
 		cancel()
 		if err != nil {
@@ -363,6 +430,22 @@ func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 
 // How long the fetch loop waits once for more free capacity before fetching less than half a batch.
 const fetchGather = time.Millisecond
+
+func (w *Worker) queueOrder() []string {
+	if len(w.Weights) == 0 {
+		return w.Queues
+	}
+	return weightedOrder(w.Queues, w.Weights)
+}
+
+func contains(list []string, s string) bool {
+	for _, item := range list {
+		if item == s {
+			return true
+		}
+	}
+	return false
+}
 
 func min(a, b int) int {
 	if a < b {
@@ -406,7 +489,8 @@ func Checkpoint(ctx context.Context, progress any) error {
 
 func (w *Worker) execute(ctx context.Context, r *runningJob) {
 	w.mu.Lock()
-	handler, ok := w.handlers[r.job.JobType]
+	reg, ok := w.handlers[r.job.JobType]
+	middleware := w.middleware
 	w.mu.Unlock()
 	if !ok {
 		w.settleFailure(r, FailReport{ErrType: "UnknownJobType",
@@ -453,7 +537,26 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 		extendMu.Unlock()
 	}()
 
-	err := runHandler(ctx, handler, r.job)
+	handler := reg.handler
+	for i := len(middleware) - 1; i >= 0; i-- {
+		handler = middleware[i](handler)
+	}
+	timeout := reg.timeout
+	if custom, set := r.job.Custom["timeout"]; set && custom != nil {
+		seconds, err := checkTimeout(custom, r.job.ReserveFor, "job "+r.job.JID)
+		if err != nil { // pushed around the SDK's check: it can never run within its reservation
+			no := false
+			w.settleFailure(r, FailReport{ErrType: "InvalidTimeout", Message: err.Error(), Retry: &no})
+			return
+		}
+		timeout = time.Duration(seconds * float64(time.Second))
+	}
+	var err error
+	if timeout > 0 {
+		err = runWithin(ctx, handler, r.job, timeout, w.TimeoutGrace)
+	} else {
+		err = runHandler(ctx, handler, r.job)
+	}
 	if ctx.Err() != nil {
 		return // lease lost, or given up at shutdown (already failed by Run)
 	}
@@ -492,6 +595,9 @@ func runHandler(ctx context.Context, h Handler, job *Job) (err error) {
 }
 
 func describe(err error) FailReport {
+	if report, ok := steered(err); ok {
+		return report
+	}
 	var p *panicError
 	if errors.As(err, &p) {
 		lines := strings.Split(strings.TrimSpace(p.stack), "\n")

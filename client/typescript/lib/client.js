@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Unavailable, WerkError, errorFromResponse } from "./errors.js";
 import { Pool, TimedOut } from "./transport.js";
+import { checkTimeout, customTimeout } from "./timeouts.js";
 export const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
 export const MAX_BATCH = 1000;
@@ -274,5 +275,8 @@ export class Client {
     }
 }
 function withJid(job) {
+    const timeout = customTimeout(job.custom);
+    if (timeout !== undefined)
+        checkTimeout(timeout, job.reserve_for ?? undefined, `job ${JSON.stringify(job.jobtype)}`);
     return job.jid ? job : { ...job, jid: newJid() };
 }

@@ -57,3 +57,24 @@ export declare class ServerError extends WerkError {
 }
 /** The typed error for a non-2xx answer (codes this client does not know become `WerkError`). */
 export declare function errorFromResponse(status: number, body: unknown, retryAfter?: number): WerkError;
+/**
+ * Thrown by a handler: fail this attempt and retry after `seconds` (0: as soon as possible),
+ * whatever the backoff schedule says (rate limits, a dependency that says "come back later").
+ * With `cause`, the failure records the cause's type and message.
+ */
+export declare class RetryIn extends Error {
+    readonly seconds: number;
+    readonly errtype: string | undefined;
+    constructor(seconds: number, message?: string, init?: {
+        errtype?: string;
+        cause?: unknown;
+    });
+}
+/** Thrown by a handler: fail this attempt and do not retry (the job goes to the dead set). */
+export declare class NoRetry extends Error {
+    readonly errtype: string | undefined;
+    constructor(message?: string, init?: {
+        errtype?: string;
+        cause?: unknown;
+    });
+}

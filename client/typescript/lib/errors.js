@@ -91,3 +91,29 @@ export function errorFromResponse(status, body, retryAfter) {
     }
     return error;
 }
+/**
+ * Thrown by a handler: fail this attempt and retry after `seconds` (0: as soon as possible),
+ * whatever the backoff schedule says (rate limits, a dependency that says "come back later").
+ * With `cause`, the failure records the cause's type and message.
+ */
+export class RetryIn extends Error {
+    seconds;
+    errtype;
+    constructor(seconds, message = "", init = {}) {
+        if (!(seconds >= 0))
+            throw new RangeError("seconds must be >= 0");
+        super(message || `retry in ${seconds}s`, { cause: init.cause });
+        this.name = "RetryIn";
+        this.seconds = seconds;
+        this.errtype = init.errtype;
+    }
+}
+/** Thrown by a handler: fail this attempt and do not retry (the job goes to the dead set). */
+export class NoRetry extends Error {
+    errtype;
+    constructor(message = "", init = {}) {
+        super(message || "not retried", { cause: init.cause });
+        this.name = "NoRetry";
+        this.errtype = init.errtype;
+    }
+}

@@ -1,4 +1,5 @@
 export { Client, MAX_BATCH, VERSION, newJid } from "./client.js";
 export { Worker } from "./worker.js";
-export { BatchClosed, BatchNotFound, Forbidden, JobNotFound, LeaseLost, NotUnique, PayloadTooLarge, ServerError, Unauthorized, Unavailable, ValidationError, WerkError, errorFromResponse, } from "./errors.js";
+export { TimeoutError, weightedOrder } from "./timeouts.js";
+export { BatchClosed, BatchNotFound, Forbidden, JobNotFound, LeaseLost, NoRetry, NotUnique, PayloadTooLarge, RetryIn, ServerError, Unauthorized, Unavailable, ValidationError, WerkError, errorFromResponse, } from "./errors.js";
 export { transactionalAck } from "./transactional.js";

@@ -4,17 +4,41 @@ import type { FetchedJob, WorkerState } from "./types.js";
 export interface JobContext {
     /** The job as fetched (jid, attempt, `progress` of an earlier attempt, ...). */
     job: FetchedJob;
-    /** Aborted when the lease is lost or the worker is terminating: stop work, the result is ignored. */
+    /**
+     * Aborted when the lease is lost, the worker is terminating, or the job's timeout passed (the
+     * reason is then a `TimeoutError`): stop work, the result is ignored.
+     */
     signal: AbortSignal;
     /** Extend the lease now and record a checkpoint the next attempt receives as `job.progress`. */
     checkpoint(progress: unknown): Promise<void>;
 }
 export type Handler = (args: unknown[], ctx: JobContext) => unknown;
+/**
+ * Runs around every job: `async (ctx, next) => { ...; const value = await next(); ...; return value; }`.
+ * A throw fails the job; not calling `next` skips the handler (the job is acked). The first added
+ * is the outermost.
+ */
+export type Middleware = (ctx: JobContext, next: () => Promise<unknown>) => Promise<unknown>;
+/** Run once when the worker starts (before it fetches) or stops (after its jobs were settled). */
+export type Hook = () => unknown;
+export interface HandlerOptions {
+    /** Seconds one attempt may run (a job's `custom.timeout` overrides it); see `timeoutGraceMs`. */
+    timeout?: number;
+}
 export interface WorkerOptions extends ClientOptions {
     /** Handlers by jobtype. More can be added with `register`. */
     handlers?: Record<string, Handler>;
     /** Queues to fetch from, in priority order (default `["default"]`). */
     queues?: string[];
+    /**
+     * `{ critical: 6, default: 3 }`: every fetch orders `queues` by a weighted random draw (queues
+     * not named weigh 1), so no queue starves. Unset: the strict order of `queues`.
+     */
+    weights?: Record<string, number>;
+    /** After a job's timeout, how long its handler may take to stop before it is failed anyway (ms, default 5 000). */
+    timeoutGraceMs?: number;
+    /** Middleware around every job (more with `use`). */
+    middleware?: Middleware[];
     /** Jobs run at once (default 10). */
     concurrency?: number;
     /** Most jobs asked for per fetch (default 100, the server's limit). */
@@ -52,7 +76,12 @@ export declare class Worker {
     processed: number;
     failed: number;
     private readonly handlers;
+    private readonly middleware;
+    private readonly startupHooks;
+    private readonly shutdownHooks;
     private readonly queues;
+    private readonly weights;
+    private readonly timeoutGraceMs;
     private readonly concurrency;
     private readonly fetchBatch;
     private readonly fetchWait;
@@ -71,8 +100,17 @@ export declare class Worker {
     private wakeResolvers;
     private stopResolvers;
     constructor(options?: WorkerOptions);
-    /** Run `handler` for jobs of `jobtype`. Its return value is ignored; a throw fails the job. */
-    register(jobtype: string, handler: Handler): this;
+    /**
+     * Run `handler` for jobs of `jobtype`. What it returns (if JSON) is the job's result; a throw
+     * fails the job (`RetryIn`/`NoRetry` steer its retry). A `timeout` no reservation can cover throws.
+     */
+    register(jobtype: string, handler: Handler, options?: HandlerOptions): this;
+    /** Add a middleware around every job (after those already added). */
+    use(middleware: Middleware): this;
+    /** Run `hook` once when the worker starts, before it fetches (a throw stops `run`). */
+    onStartup(hook: Hook): this;
+    /** Run `hook` once when the worker stops, after its jobs were settled. */
+    onShutdown(hook: Hook): this;
     get state(): WorkerState;
     get runningJids(): string[];
     /** Stop fetching; running jobs finish. */
@@ -87,6 +125,12 @@ export declare class Worker {
     private beatLoop;
     private start;
     private execute;
+    /**
+     * The handler's outcome if it ends within `seconds`; else its signal is aborted with a
+     * `TimeoutError`, and after `timeoutGraceMs` more the attempt is a `Timeout` failure whether it
+     * stopped or not (a handler that ignores its signal runs on, without its slot).
+     */
+    private within;
     /**
      * Ack a completed job with its handler's result: false when the lease was no longer ours. Batched,
      * one refused result refuses its whole batch, so each job of that batch then acks on its own,

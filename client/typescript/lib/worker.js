@@ -1,7 +1,8 @@
 import { hostname as osHostname } from "node:os";
 import { AckBatcher } from "./acks.js";
 import { Client, newJid } from "./client.js";
-import { JobNotFound, LeaseLost, WerkError } from "./errors.js";
+import { JobNotFound, LeaseLost, NoRetry, RetryIn, WerkError } from "./errors.js";
+import { RESERVE_FOR_MAX, TIMEOUT_ERRTYPE, TimeoutError, checkTimeout, customTimeout, weightedOrder } from "./timeouts.js";
 /**
  * Fetches jobs from `queues` in batches (long polling), runs their handlers with up to
  * `concurrency` at once, keeps their leases extended, acks or fails them, and heartbeats.
@@ -15,7 +16,12 @@ export class Worker {
     processed = 0;
     failed = 0;
     handlers = new Map();
+    middleware;
+    startupHooks = [];
+    shutdownHooks = [];
     queues;
+    weights;
+    timeoutGraceMs;
     concurrency;
     fetchBatch;
     fetchWait;
@@ -37,6 +43,15 @@ export class Worker {
         this.client = options.client ?? new Client(options);
         this.wid = options.wid ?? newJid();
         this.queues = options.queues ?? ["default"];
+        this.weights = options.weights;
+        for (const [queue, weight] of Object.entries(this.weights ?? {})) {
+            if (!this.queues.includes(queue))
+                throw new RangeError(`weights name a queue not in queues: ${queue}`);
+            if (!(weight >= 1))
+                throw new RangeError(`queue weights must be >= 1 (${queue}: ${weight})`);
+        }
+        this.timeoutGraceMs = options.timeoutGraceMs ?? 5_000;
+        this.middleware = [...(options.middleware ?? [])];
         this.concurrency = Math.max(1, options.concurrency ?? 10);
         this.fetchBatch = Math.min(100, Math.max(1, options.fetchBatch ?? 100));
         this.fetchWait = options.fetchWait ?? 5;
@@ -51,9 +66,28 @@ export class Worker {
         for (const [jobtype, handler] of Object.entries(options.handlers ?? {}))
             this.register(jobtype, handler);
     }
-    /** Run `handler` for jobs of `jobtype`. Its return value is ignored; a throw fails the job. */
-    register(jobtype, handler) {
-        this.handlers.set(jobtype, handler);
+    /**
+     * Run `handler` for jobs of `jobtype`. What it returns (if JSON) is the job's result; a throw
+     * fails the job (`RetryIn`/`NoRetry` steer its retry). A `timeout` no reservation can cover throws.
+     */
+    register(jobtype, handler, options = {}) {
+        const timeout = options.timeout === undefined ? undefined : checkTimeout(options.timeout, RESERVE_FOR_MAX, `handler ${JSON.stringify(jobtype)}`);
+        this.handlers.set(jobtype, { handler, timeout });
+        return this;
+    }
+    /** Add a middleware around every job (after those already added). */
+    use(middleware) {
+        this.middleware.push(middleware);
+        return this;
+    }
+    /** Run `hook` once when the worker starts, before it fetches (a throw stops `run`). */
+    onStartup(hook) {
+        this.startupHooks.push(hook);
+        return this;
+    }
+    /** Run `hook` once when the worker stops, after its jobs were settled. */
+    onShutdown(hook) {
+        this.shutdownHooks.push(hook);
         return this;
     }
     get state() {
@@ -93,6 +127,8 @@ export class Worker {
             // A second signal cuts the grace period.
             this.stop(this.stopping ? 0 : this.shutdownGraceMs);
         };
+        for (const hook of this.startupHooks)
+            await hook();
         if (this.handleSignals) {
             process.on("SIGTERM", onSignal);
             process.on("SIGINT", onSignal);
@@ -111,6 +147,14 @@ export class Worker {
             for (const resolve of this.stopResolvers.splice(0))
                 resolve();
             await beats;
+            for (const hook of this.shutdownHooks) {
+                try {
+                    await hook();
+                }
+                catch (error) {
+                    this.onError(error);
+                }
+            }
         }
     }
     // -- loops ---------------------------------------------------------------------------------
@@ -124,7 +168,7 @@ export class Worker {
             const count = Math.min(this.fetchBatch, this.concurrency - this.running.size);
             let jobs;
             try {
-                jobs = await this.client.fetch({ queues: this.queues, wid: this.wid, count, wait: this.fetchWait }, this.fetchAbort.signal);
+                jobs = await this.client.fetch({ queues: this.weights ? weightedOrder(this.queues, this.weights) : this.queues, wid: this.wid, count, wait: this.fetchWait }, this.fetchAbort.signal);
                 failures = 0;
             }
             catch (error) {
@@ -176,8 +220,8 @@ export class Worker {
     }
     async execute(entry) {
         const { job } = entry;
-        const handler = this.handlers.get(job.jobtype);
-        if (handler === undefined) {
+        const registered = this.handlers.get(job.jobtype);
+        if (registered === undefined) {
             await this.settleFailure(entry, {
                 errtype: "UnknownJobType",
                 message: `no handler registered for jobtype ${JSON.stringify(job.jobtype)} on this worker`,
@@ -190,15 +234,26 @@ export class Worker {
             signal: entry.controller.signal,
             checkpoint: (progress) => this.extend(entry, progress, true),
         };
-        let outcome;
+        let timeout;
         try {
-            outcome = { ok: true, value: await handler(job.args, ctx) };
+            const custom = customTimeout(job.custom);
+            timeout = custom === undefined ? registered.timeout : checkTimeout(custom, job.reserve_for, `job ${job.jid}`);
         }
         catch (error) {
-            outcome = { ok: false, error };
+            // Pushed around the SDK's check: it can never run within its reservation.
+            await this.settleFailure(entry, { errtype: "InvalidTimeout", message: String(error.message), backtrace: [], retry: false });
+            return;
         }
-        if (entry.lost || entry.controller.signal.aborted)
-            return; // settled elsewhere (lease lost / shut down)
+        let call = () => Promise.resolve().then(() => registered.handler(job.args, ctx));
+        for (const middleware of [...this.middleware].reverse()) {
+            const next = call;
+            call = () => Promise.resolve().then(() => middleware(ctx, next));
+        }
+        const running = call().then((value) => ({ ok: true, value }), (error) => ({ ok: false, error }));
+        const outcome = timeout === undefined ? await running : await this.within(entry, running, timeout);
+        // Settled elsewhere (lease lost / shut down); a timed-out job is this worker's to fail.
+        if (entry.lost || (entry.controller.signal.aborted && !entry.timedOut))
+            return;
         clearTimeout(entry.extendTimer);
         if (outcome.ok) {
             try {
@@ -214,6 +269,31 @@ export class Worker {
         }
         else {
             await this.settleFailure(entry, describe(outcome.error));
+        }
+    }
+    /**
+     * The handler's outcome if it ends within `seconds`; else its signal is aborted with a
+     * `TimeoutError`, and after `timeoutGraceMs` more the attempt is a `Timeout` failure whether it
+     * stopped or not (a handler that ignores its signal runs on, without its slot).
+     */
+    async within(entry, running, seconds) {
+        let timer;
+        const after = (ms) => new Promise((resolve) => {
+            timer = setTimeout(() => resolve("late"), ms);
+        });
+        try {
+            const first = await Promise.race([running, after(seconds * 1000)]);
+            if (first !== "late")
+                return first;
+            const error = new TimeoutError(seconds);
+            entry.timedOut = true;
+            entry.controller.abort(error);
+            clearTimeout(timer);
+            await Promise.race([running, after(this.timeoutGraceMs)]);
+            return { ok: false, error };
+        }
+        finally {
+            clearTimeout(timer);
         }
     }
     /**
@@ -334,11 +414,23 @@ export class Worker {
     }
 }
 function describe(error) {
-    if (error instanceof Error) {
-        const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
-        return { errtype: error.name || "Error", message: error.message, backtrace: lines.slice(0, 50) };
+    if (error instanceof RetryIn || error instanceof NoRetry) {
+        // Raised with a cause, they report the cause's type, message and stack.
+        const subject = describe(error.cause instanceof Error ? error.cause : { ...plain(error), errtype: error.name });
+        const report = { ...subject, errtype: error.errtype ?? subject.errtype };
+        return error instanceof RetryIn ? { ...report, retry_in: error.seconds } : { ...report, retry: false };
     }
+    if (error instanceof TimeoutError)
+        return { errtype: TIMEOUT_ERRTYPE, message: error.message, backtrace: [] };
+    if (error instanceof Error)
+        return { ...plain(error), errtype: error.name || "Error" };
+    if (error !== null && typeof error === "object" && "errtype" in error)
+        return error;
     return { errtype: typeof error, message: String(error), backtrace: [] };
+}
+function plain(error) {
+    const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
+    return { message: error.message, backtrace: lines.slice(0, 50) };
 }
 /** The server refused what an ack carried (a result too large or not storable, or a batch too big). */
 function refusedBody(error) {

@@ -23,6 +23,7 @@ import type {
   PushManyResult,
   WorkerState,
 } from "./types.js";
+import { checkTimeout, customTimeout } from "./timeouts.js";
 
 export const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
@@ -349,5 +350,7 @@ export class Client {
 }
 
 function withJid(job: JobPush): JobPush {
+  const timeout = customTimeout(job.custom);
+  if (timeout !== undefined) checkTimeout(timeout, job.reserve_for ?? undefined, `job ${JSON.stringify(job.jobtype)}`);
   return job.jid ? job : { ...job, jid: newJid() };
 }

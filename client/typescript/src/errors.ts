@@ -90,3 +90,32 @@ export function errorFromResponse(status: number, body: unknown, retryAfter?: nu
   }
   return error;
 }
+
+/**
+ * Thrown by a handler: fail this attempt and retry after `seconds` (0: as soon as possible),
+ * whatever the backoff schedule says (rate limits, a dependency that says "come back later").
+ * With `cause`, the failure records the cause's type and message.
+ */
+export class RetryIn extends Error {
+  readonly seconds: number;
+  readonly errtype: string | undefined;
+
+  constructor(seconds: number, message = "", init: { errtype?: string; cause?: unknown } = {}) {
+    if (!(seconds >= 0)) throw new RangeError("seconds must be >= 0");
+    super(message || `retry in ${seconds}s`, { cause: init.cause });
+    this.name = "RetryIn";
+    this.seconds = seconds;
+    this.errtype = init.errtype;
+  }
+}
+
+/** Thrown by a handler: fail this attempt and do not retry (the job goes to the dead set). */
+export class NoRetry extends Error {
+  readonly errtype: string | undefined;
+
+  constructor(message = "", init: { errtype?: string; cause?: unknown } = {}) {
+    super(message || "not retried", { cause: init.cause });
+    this.name = "NoRetry";
+    this.errtype = init.errtype;
+  }
+}

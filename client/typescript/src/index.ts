@@ -1,13 +1,16 @@
 export { Client, MAX_BATCH, VERSION, newJid, type BatchHandle, type ClientOptions } from "./client.js";
-export { Worker, type Handler, type JobContext, type WorkerOptions } from "./worker.js";
+export { Worker, type Handler, type HandlerOptions, type Hook, type JobContext, type Middleware, type WorkerOptions } from "./worker.js";
+export { TimeoutError, weightedOrder } from "./timeouts.js";
 export {
   BatchClosed,
   BatchNotFound,
   Forbidden,
   JobNotFound,
   LeaseLost,
+  NoRetry,
   NotUnique,
   PayloadTooLarge,
+  RetryIn,
   ServerError,
   Unauthorized,
   Unavailable,

@@ -2,14 +2,18 @@ import { hostname as osHostname } from "node:os";
 
 import { AckBatcher } from "./acks.js";
 import { Client, type ClientOptions, newJid } from "./client.js";
-import { JobNotFound, LeaseLost, WerkError } from "./errors.js";
-import type { FetchedJob, WorkerState } from "./types.js";
+import { JobNotFound, LeaseLost, NoRetry, RetryIn, WerkError } from "./errors.js";
+import { RESERVE_FOR_MAX, TIMEOUT_ERRTYPE, TimeoutError, checkTimeout, customTimeout, weightedOrder } from "./timeouts.js";
+import type { FailReport, FetchedJob, WorkerState } from "./types.js";
 
 /** What a handler gets besides the job's args. */
 export interface JobContext {
   /** The job as fetched (jid, attempt, `progress` of an earlier attempt, ...). */
   job: FetchedJob;
-  /** Aborted when the lease is lost or the worker is terminating: stop work, the result is ignored. */
+  /**
+   * Aborted when the lease is lost, the worker is terminating, or the job's timeout passed (the
+   * reason is then a `TimeoutError`): stop work, the result is ignored.
+   */
   signal: AbortSignal;
   /** Extend the lease now and record a checkpoint the next attempt receives as `job.progress`. */
   checkpoint(progress: unknown): Promise<void>;
@@ -17,11 +21,35 @@ export interface JobContext {
 
 export type Handler = (args: unknown[], ctx: JobContext) => unknown;
 
+/**
+ * Runs around every job: `async (ctx, next) => { ...; const value = await next(); ...; return value; }`.
+ * A throw fails the job; not calling `next` skips the handler (the job is acked). The first added
+ * is the outermost.
+ */
+export type Middleware = (ctx: JobContext, next: () => Promise<unknown>) => Promise<unknown>;
+
+/** Run once when the worker starts (before it fetches) or stops (after its jobs were settled). */
+export type Hook = () => unknown;
+
+export interface HandlerOptions {
+  /** Seconds one attempt may run (a job's `custom.timeout` overrides it); see `timeoutGraceMs`. */
+  timeout?: number;
+}
+
 export interface WorkerOptions extends ClientOptions {
   /** Handlers by jobtype. More can be added with `register`. */
   handlers?: Record<string, Handler>;
   /** Queues to fetch from, in priority order (default `["default"]`). */
   queues?: string[];
+  /**
+   * `{ critical: 6, default: 3 }`: every fetch orders `queues` by a weighted random draw (queues
+   * not named weigh 1), so no queue starves. Unset: the strict order of `queues`.
+   */
+  weights?: Record<string, number>;
+  /** After a job's timeout, how long its handler may take to stop before it is failed anyway (ms, default 5 000). */
+  timeoutGraceMs?: number;
+  /** Middleware around every job (more with `use`). */
+  middleware?: Middleware[];
   /** Jobs run at once (default 10). */
   concurrency?: number;
   /** Most jobs asked for per fetch (default 100, the server's limit). */
@@ -51,6 +79,7 @@ interface Running {
   job: FetchedJob;
   controller: AbortController;
   lost: boolean;
+  timedOut?: boolean;
   extendTimer?: NodeJS.Timeout;
 }
 
@@ -66,8 +95,13 @@ export class Worker {
   readonly wid: string;
   processed = 0;
   failed = 0;
-  private readonly handlers = new Map<string, Handler>();
+  private readonly handlers = new Map<string, { handler: Handler; timeout?: number }>();
+  private readonly middleware: Middleware[];
+  private readonly startupHooks: Hook[] = [];
+  private readonly shutdownHooks: Hook[] = [];
   private readonly queues: string[];
+  private readonly weights: Record<string, number> | undefined;
+  private readonly timeoutGraceMs: number;
   private readonly concurrency: number;
   private readonly fetchBatch: number;
   private readonly fetchWait: number;
@@ -90,6 +124,13 @@ export class Worker {
     this.client = options.client ?? new Client(options);
     this.wid = options.wid ?? newJid();
     this.queues = options.queues ?? ["default"];
+    this.weights = options.weights;
+    for (const [queue, weight] of Object.entries(this.weights ?? {})) {
+      if (!this.queues.includes(queue)) throw new RangeError(`weights name a queue not in queues: ${queue}`);
+      if (!(weight >= 1)) throw new RangeError(`queue weights must be >= 1 (${queue}: ${weight})`);
+    }
+    this.timeoutGraceMs = options.timeoutGraceMs ?? 5_000;
+    this.middleware = [...(options.middleware ?? [])];
     this.concurrency = Math.max(1, options.concurrency ?? 10);
     this.fetchBatch = Math.min(100, Math.max(1, options.fetchBatch ?? 100));
     this.fetchWait = options.fetchWait ?? 5;
@@ -104,9 +145,32 @@ export class Worker {
     for (const [jobtype, handler] of Object.entries(options.handlers ?? {})) this.register(jobtype, handler);
   }
 
-  /** Run `handler` for jobs of `jobtype`. Its return value is ignored; a throw fails the job. */
-  register(jobtype: string, handler: Handler): this {
-    this.handlers.set(jobtype, handler);
+  /**
+   * Run `handler` for jobs of `jobtype`. What it returns (if JSON) is the job's result; a throw
+   * fails the job (`RetryIn`/`NoRetry` steer its retry). A `timeout` no reservation can cover throws.
+   */
+  register(jobtype: string, handler: Handler, options: HandlerOptions = {}): this {
+    const timeout =
+      options.timeout === undefined ? undefined : checkTimeout(options.timeout, RESERVE_FOR_MAX, `handler ${JSON.stringify(jobtype)}`);
+    this.handlers.set(jobtype, { handler, timeout });
+    return this;
+  }
+
+  /** Add a middleware around every job (after those already added). */
+  use(middleware: Middleware): this {
+    this.middleware.push(middleware);
+    return this;
+  }
+
+  /** Run `hook` once when the worker starts, before it fetches (a throw stops `run`). */
+  onStartup(hook: Hook): this {
+    this.startupHooks.push(hook);
+    return this;
+  }
+
+  /** Run `hook` once when the worker stops, after its jobs were settled. */
+  onShutdown(hook: Hook): this {
+    this.shutdownHooks.push(hook);
     return this;
   }
 
@@ -150,6 +214,7 @@ export class Worker {
       // A second signal cuts the grace period.
       this.stop(this.stopping ? 0 : this.shutdownGraceMs);
     };
+    for (const hook of this.startupHooks) await hook();
     if (this.handleSignals) {
       process.on("SIGTERM", onSignal);
       process.on("SIGINT", onSignal);
@@ -166,6 +231,13 @@ export class Worker {
       this.stopping = true;
       for (const resolve of this.stopResolvers.splice(0)) resolve();
       await beats;
+      for (const hook of this.shutdownHooks) {
+        try {
+          await hook();
+        } catch (error) {
+          this.onError(error);
+        }
+      }
     }
   }
 
@@ -182,7 +254,7 @@ export class Worker {
       let jobs: FetchedJob[];
       try {
         jobs = await this.client.fetch(
-          { queues: this.queues, wid: this.wid, count, wait: this.fetchWait },
+          { queues: this.weights ? weightedOrder(this.queues, this.weights) : this.queues, wid: this.wid, count, wait: this.fetchWait },
           this.fetchAbort.signal,
         );
         failures = 0;
@@ -235,8 +307,8 @@ export class Worker {
 
   private async execute(entry: Running): Promise<void> {
     const { job } = entry;
-    const handler = this.handlers.get(job.jobtype);
-    if (handler === undefined) {
+    const registered = this.handlers.get(job.jobtype);
+    if (registered === undefined) {
       await this.settleFailure(entry, {
         errtype: "UnknownJobType",
         message: `no handler registered for jobtype ${JSON.stringify(job.jobtype)} on this worker`,
@@ -249,13 +321,27 @@ export class Worker {
       signal: entry.controller.signal,
       checkpoint: (progress) => this.extend(entry, progress, true),
     };
-    let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
+    let timeout: number | undefined;
     try {
-      outcome = { ok: true, value: await handler(job.args as unknown[], ctx) };
+      const custom = customTimeout(job.custom);
+      timeout = custom === undefined ? registered.timeout : checkTimeout(custom, job.reserve_for, `job ${job.jid}`);
     } catch (error) {
-      outcome = { ok: false, error };
+      // Pushed around the SDK's check: it can never run within its reservation.
+      await this.settleFailure(entry, { errtype: "InvalidTimeout", message: String((error as Error).message), backtrace: [], retry: false });
+      return;
     }
-    if (entry.lost || entry.controller.signal.aborted) return; // settled elsewhere (lease lost / shut down)
+    let call = (): Promise<unknown> => Promise.resolve().then(() => registered.handler(job.args as unknown[], ctx));
+    for (const middleware of [...this.middleware].reverse()) {
+      const next = call;
+      call = () => Promise.resolve().then(() => middleware(ctx, next));
+    }
+    const running = call().then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    const outcome = timeout === undefined ? await running : await this.within(entry, running, timeout);
+    // Settled elsewhere (lease lost / shut down); a timed-out job is this worker's to fail.
+    if (entry.lost || (entry.controller.signal.aborted && !entry.timedOut)) return;
     clearTimeout(entry.extendTimer);
     if (outcome.ok) {
       try {
@@ -269,6 +355,31 @@ export class Worker {
       }
     } else {
       await this.settleFailure(entry, describe(outcome.error));
+    }
+  }
+
+  /**
+   * The handler's outcome if it ends within `seconds`; else its signal is aborted with a
+   * `TimeoutError`, and after `timeoutGraceMs` more the attempt is a `Timeout` failure whether it
+   * stopped or not (a handler that ignores its signal runs on, without its slot).
+   */
+  private async within<T>(entry: Running, running: Promise<T>, seconds: number): Promise<T | { ok: false; error: unknown }> {
+    let timer: NodeJS.Timeout | undefined;
+    const after = (ms: number): Promise<"late"> =>
+      new Promise((resolve) => {
+        timer = setTimeout(() => resolve("late"), ms);
+      });
+    try {
+      const first = await Promise.race([running, after(seconds * 1000)]);
+      if (first !== "late") return first;
+      const error = new TimeoutError(seconds);
+      entry.timedOut = true;
+      entry.controller.abort(error);
+      clearTimeout(timer);
+      await Promise.race([running, after(this.timeoutGraceMs)]);
+      return { ok: false, error };
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -300,10 +411,7 @@ export class Worker {
     }
   }
 
-  private async settleFailure(
-    entry: Running,
-    report: { errtype: string; message: string; backtrace: string[] },
-  ): Promise<void> {
+  private async settleFailure(entry: Running, report: FailReport): Promise<void> {
     this.failed++;
     try {
       await this.client.fail(entry.job.jid, entry.job.lease, report);
@@ -401,12 +509,22 @@ export class Worker {
   }
 }
 
-function describe(error: unknown): { errtype: string; message: string; backtrace: string[] } {
-  if (error instanceof Error) {
-    const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
-    return { errtype: error.name || "Error", message: error.message, backtrace: lines.slice(0, 50) };
+function describe(error: unknown): FailReport {
+  if (error instanceof RetryIn || error instanceof NoRetry) {
+    // Raised with a cause, they report the cause's type, message and stack.
+    const subject = describe(error.cause instanceof Error ? error.cause : { ...plain(error), errtype: error.name });
+    const report: FailReport = { ...subject, errtype: error.errtype ?? subject.errtype };
+    return error instanceof RetryIn ? { ...report, retry_in: error.seconds } : { ...report, retry: false };
   }
+  if (error instanceof TimeoutError) return { errtype: TIMEOUT_ERRTYPE, message: error.message, backtrace: [] };
+  if (error instanceof Error) return { ...plain(error), errtype: error.name || "Error" };
+  if (error !== null && typeof error === "object" && "errtype" in error) return error as FailReport;
   return { errtype: typeof error, message: String(error), backtrace: [] };
+}
+
+function plain(error: Error): { message: string; backtrace: string[] } {
+  const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
+  return { message: error.message, backtrace: lines.slice(0, 50) };
 }
 
 /** The server refused what an ack carried (a result too large or not storable, or a batch too big). */

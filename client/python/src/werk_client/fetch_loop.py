@@ -39,7 +39,7 @@ class FetchLoop:
         log: logging.Logger,
     ) -> None:
         self._client = client
-        self._queues = config.queues
+        self._config = config
         self._concurrency = config.concurrency
         self._fetch_size = config.fetch_size
         self._fetch_wait = config.fetch_wait
@@ -92,7 +92,7 @@ class FetchLoop:
     async def _fetch(self, count: int) -> None:
         try:
             records = await self._client.fetch(
-                self._queues, wid=self._wid, count=count, wait=self._fetch_wait
+                self._config.queue_order(), wid=self._wid, count=count, wait=self._fetch_wait
             )
         except WerkError as exc:
             self._failures += 1

@@ -9,6 +9,7 @@ checkpoint, so it can resume instead of starting over.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Protocol
 
 from .models import Dependencies, JobRecord
@@ -36,6 +37,7 @@ class Job:
         self._progress: Any = record.progress
         self._logger = logger
         self._log: logging.LoggerAdapter[logging.Logger] | None = None
+        self._timed_out = threading.Event()
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -95,6 +97,13 @@ class Job:
     def lease_lost(self) -> bool:
         """True once the server gave the job to someone else; further work is wasted."""
         return self._control.lease_lost
+
+    @property
+    def timed_out(self) -> bool:
+        """True once the job's timeout passed: stop and return (or raise), the attempt fails
+        with ``Timeout`` anyway. Plain (thread) handlers poll it, since a thread cannot be
+        interrupted; ``async def`` handlers are cancelled instead."""
+        return self._timed_out.is_set()
 
     def checkpoint(self, progress: Any) -> None:
         """Record ``progress`` (any JSON value) and extend the lease; blocks until stored.

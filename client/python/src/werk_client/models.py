@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, overload
 
+from .timeouts import check_timeout, custom_timeout
+
 __all__ = [
     "AckManyResult",
     "ExtendResult",
@@ -355,6 +357,9 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         check_args(self.args)
+        timeout = custom_timeout(self.custom)
+        if timeout is not None:
+            check_timeout(timeout, self.reserve_for, where=f"job {self.jobtype!r}")
 
     def to_wire(self) -> dict[str, Any]:
         """The push body; fields left as ``None`` are omitted so the server's defaults apply."""

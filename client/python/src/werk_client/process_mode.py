@@ -15,7 +15,7 @@ import inspect
 import logging
 import multiprocessing
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -93,10 +93,16 @@ def _child_main(
 ) -> None:
     # Ctrl-C in a terminal reaches the whole process group; the worker decides, not the child.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
     control = _ChildLeaseControl(url, token, record)
     job = Job(record, control, logging.getLogger("werk_client.job"))
+
+    def timed_out(signum: int, frame: Any) -> None:
+        # The worker's soft stop at the job's timeout (it kills the child after the grace).
+        job._timed_out.set()
+        raise TimeoutError("the job's timeout passed")
+
+    signal.signal(signal.SIGTERM, timed_out)
     report: FailureReport | None = None
     value: Any = None
     try:
@@ -164,11 +170,20 @@ class ProcessRunner:
             self._mp.set_forkserver_preload(list(preload))
         self._waiters = DaemonThreadPool(max_workers, name="werk-child-wait")
 
-    async def run(self, handler: Handler, record: JobRecord, max_lines: int) -> Any:
+    async def run(
+        self,
+        handler: Handler,
+        record: JobRecord,
+        max_lines: int,
+        *,
+        started: Callable[[Callable[[], None]], None] | None = None,
+    ) -> Any:
         """Run the job in a child and return what its handler returned (if JSON, else None);
         raise ``RemoteHandlerError`` if it failed or died.
 
-        Cancelling this coroutine kills the child (terminate, or the lease was lost).
+        ``started`` receives how to ask the child to stop (SIGTERM: a ``TimeoutError`` raised
+        in the handler). Cancelling this coroutine kills the child (terminate, a timeout's
+        grace ran out, or the lease was lost).
         """
         reader, writer = self._mp.Pipe(duplex=False)
         proc = self._mp.Process(
@@ -180,6 +195,8 @@ class ProcessRunner:
             await asyncio.to_thread(proc.start)
         finally:
             writer.close()
+        if started is not None:
+            started(proc.terminate)
         waiting = asyncio.wrap_future(self._waiters.submit(lambda: _await_child(reader, proc)))
         try:
             sent, report, value, exitcode = await asyncio.shield(waiting)

@@ -12,6 +12,7 @@ Calling convention, chosen so handlers stay plain functions that are easy to uni
   ``job.args`` itself.
 
 ``async def`` handlers run on the worker's event loop; plain ``def`` handlers run in threads.
+``timeout=`` limits how long one attempt may run (see ``timeouts``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from .timeouts import RESERVE_FOR_MAX, check_timeout
 
 if TYPE_CHECKING:
     from .job import Job
@@ -64,15 +67,28 @@ class Handler:
     func: Callable[..., Any]
     style: CallStyle
     is_async: bool
+    timeout: float | None = None
 
     @classmethod
-    def create(cls, jobtype: str, func: Callable[..., Any], *, with_job: bool = False) -> Handler:
+    def create(
+        cls,
+        jobtype: str,
+        func: Callable[..., Any],
+        *,
+        with_job: bool = False,
+        timeout: float | None = None,
+    ) -> Handler:
         if not callable(func):
             raise TypeError(f"handler for {jobtype!r} is not callable: {func!r}")
+        if timeout is not None:
+            # No job's reservation can cover more than the longest one the server accepts.
+            timeout = check_timeout(timeout, RESERVE_FOR_MAX, where=f"handler {jobtype!r}")
         style: CallStyle = (
             "job" if with_job else ("args_and_job" if _takes_job_keyword(func) else "args")
         )
-        return cls(jobtype=jobtype, func=func, style=style, is_async=_is_async(func))
+        return cls(
+            jobtype=jobtype, func=func, style=style, is_async=_is_async(func), timeout=timeout
+        )
 
     def call(self, args: list[Any], job: Job) -> Any:
         """Invoke with the handler's calling convention (returns a coroutine if async)."""
@@ -97,22 +113,34 @@ class Registry:
         for jobtype, func in (handlers or {}).items():
             self.register(jobtype, func)
 
-    def register(self, jobtype: str, func: Callable[..., Any], *, with_job: bool = False) -> None:
-        """Register ``func`` for ``jobtype``; registering a jobtype twice is a mistake."""
+    def register(
+        self,
+        jobtype: str,
+        func: Callable[..., Any],
+        *,
+        with_job: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Register ``func`` for ``jobtype``; registering a jobtype twice is a mistake.
+
+        ``timeout``: seconds one attempt may run (a job's ``custom.timeout`` overrides it).
+        """
         if not jobtype:
             raise ValueError("jobtype must be a non-empty string")
         if jobtype in self._handlers:
             raise ValueError(f"a handler for {jobtype!r} is already registered")
-        self._handlers[jobtype] = Handler.create(jobtype, func, with_job=with_job)
+        self._handlers[jobtype] = Handler.create(jobtype, func, with_job=with_job, timeout=timeout)
 
-    def handler(self, jobtype: str | None = None, *, with_job: bool = False) -> Callable[[F], F]:
+    def handler(
+        self, jobtype: str | None = None, *, with_job: bool = False, timeout: float | None = None
+    ) -> Callable[[F], F]:
         """Decorator: register the function (under its own name unless ``jobtype`` is given).
 
         The function is returned unchanged, so it stays directly callable and picklable.
         """
 
         def decorate(func: F) -> F:
-            self.register(jobtype or func.__name__, func, with_job=with_job)
+            self.register(jobtype or func.__name__, func, with_job=with_job, timeout=timeout)
             return func
 
         return decorate

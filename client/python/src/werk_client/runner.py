@@ -2,7 +2,7 @@
 
 ``async def`` handlers run as tasks on the worker's loop, plain ones on daemon threads (see
 ``threads``), and with ``process`` every job runs in a child process of its own (see
-``process_mode``).
+``process_mode``). A job with a timeout runs as a task of its own, watched (see ``timeouts``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .registry import Handler, Middleware, Registry
 from .results import sendable_result
 from .running import RunningJob
 from .threads import DaemonThreadPool, LoopHandoff
+from .timeouts import TIMEOUT_ERRTYPE, check_timeout, custom_timeout
 from .worker_config import WorkerConfig
 
 __all__ = ["Runner"]
@@ -41,6 +42,7 @@ class Runner:
         self._registry = registry
         self._middleware = list(middleware)
         self._backtrace_lines = config.backtrace_lines
+        self._timeout_grace = config.timeout_grace
         self._threads = DaemonThreadPool(config.concurrency)
         self._handoff: LoopHandoff | None = None
         self._processes = (
@@ -62,7 +64,61 @@ class Runner:
                 f"(it handles: {', '.join(self._registry.jobtypes) or 'nothing'})",
                 backtrace=[],
             )
-        handler = run.handler
+        try:
+            timeout = self._timeout(run, run.handler)
+        except ValueError as exc:
+            # Pushed around the SDK's check: it can never run within its reservation.
+            return FailureReport(
+                errtype="InvalidTimeout", message=str(exc), backtrace=[], retry=False
+            )
+        if timeout is None:
+            return await self._run(run, run.handler)
+        return await self._run_within(run, run.handler, timeout)
+
+    @staticmethod
+    def _timeout(run: RunningJob, handler: Handler) -> float | None:
+        """The job's ``custom.timeout`` if it has one, else its handler's (None: no limit)."""
+        timeout = custom_timeout(run.record.custom)
+        if timeout is None:
+            return handler.timeout
+        return check_timeout(timeout, run.record.reserve_for, where=f"job {run.record.jid}")
+
+    async def _run_within(
+        self, run: RunningJob, handler: Handler, limit: float
+    ) -> FailureReport | None:
+        """``_run`` limited to ``limit`` seconds, then asked to stop; failed with ``Timeout``
+        after ``timeout_grace`` more seconds whether it stopped or not."""
+        task = asyncio.ensure_future(self._run(run, handler))
+        try:
+            done, _ = await asyncio.wait((task,), timeout=limit)
+            if done:
+                return task.result()
+            run.job._timed_out.set()
+            if run.interrupt is not None:
+                run.interrupt()  # the job's child process: SIGTERM
+            elif handler.is_async:
+                task.cancel()
+            # A thread handler cannot be interrupted: it has the grace period to notice
+            # ``job.timed_out`` and return.
+            await asyncio.wait((task,), timeout=self._timeout_grace)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if task.done():
+            if not task.cancelled():
+                task.exception()  # whatever it ended with, the attempt timed out
+        else:
+            # Still running: the child is killed; a task that swallowed its cancellation or a
+            # thread runs on, without its slot.
+            task.cancel()
+            self.abandon(run)
+        return FailureReport(
+            errtype=TIMEOUT_ERRTYPE,
+            message=f"the handler ran past its timeout of {limit:g}s",
+            backtrace=[],
+        )
+
+    async def _run(self, run: RunningJob, handler: Handler) -> FailureReport | None:
         if not self._middleware and self._processes is None:
             try:
                 if handler.is_async:
@@ -80,7 +136,9 @@ class Runner:
         async def execute() -> None:
             value: Any
             if self._processes is not None:
-                value = await self._processes.run(handler, run.record, self._max_lines(run))
+                value = await self._processes.run(
+                    handler, run.record, self._max_lines(run), started=run.interrupted_by
+                )
             elif handler.is_async:
                 value = await handler.call(run.record.args, run.job)
             else:

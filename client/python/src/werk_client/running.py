@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .job import Job
@@ -35,6 +35,7 @@ class RunningJob:
     __slots__ = (
         "handler",
         "handling",
+        "interrupt",
         "job",
         "keeper",
         "keeping",
@@ -65,7 +66,11 @@ class RunningJob:
         self.started = time.monotonic()
         self.next_extend = self.started + keeper.interval(record)
         self.task: asyncio.Task[None] | None = None
+        self.interrupt: Callable[[], None] | None = None  # asks its child process to stop
         self.job = Job(record, self, log)
+
+    def interrupted_by(self, stop: Callable[[], None]) -> None:
+        self.interrupt = stop
 
     @property
     def lease(self) -> str:

@@ -109,9 +109,11 @@ class Worker:
 
     # -- registration ----------------------------------------------------------------------
 
-    def handler(self, jobtype: str | None = None, *, with_job: bool = False) -> Callable[[F], F]:
+    def handler(
+        self, jobtype: str | None = None, *, with_job: bool = False, timeout: float | None = None
+    ) -> Callable[[F], F]:
         """Decorator registering a handler on this worker's registry."""
-        return self.registry.handler(jobtype, with_job=with_job)
+        return self.registry.handler(jobtype, with_job=with_job, timeout=timeout)
 
     def use(self, middleware: Middleware) -> Middleware:
         """Add a middleware around every job (after the registry's own)."""

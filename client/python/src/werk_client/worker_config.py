@@ -8,10 +8,19 @@ Environment variables (``WERK_BEAT_INTERVAL`` ...) apply when a field is not giv
 from __future__ import annotations
 
 import os
+import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["WorkerConfig"]
+__all__ = ["WorkerConfig", "weighted_order"]
+
+
+def weighted_order(queues: Sequence[str], weights: Mapping[str, int]) -> list[str]:
+    """``queues`` drawn one by one without replacement, each with probability proportional to
+    its weight (key ``u ** (1 / w)``, largest first: Efraimidis and Spirakis)."""
+    keys = {q: random.random() ** (1 / weights.get(q, 1)) for q in queues}
+    return sorted(queues, key=keys.__getitem__, reverse=True)
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -28,6 +37,7 @@ _ENV: dict[str, tuple[str, Any]] = {
     "grace": ("WERK_GRACE", float),
     "backtrace_lines": ("WERK_BACKTRACE_LINES", int),
     "labels": ("WERK_LABELS", _split),
+    "timeout_grace": ("WERK_TIMEOUT_GRACE", float),
 }
 
 
@@ -35,7 +45,10 @@ _ENV: dict[str, tuple[str, Any]] = {
 class WorkerConfig:
     """How a ``Worker`` fetches, beats, extends leases and shuts down.
 
-    * ``queues``: fetched in this order (earlier queues first).
+    * ``queues``: fetched in this order (earlier queues first), unless ``weights`` are given.
+    * ``weights``: ``{"critical": 6, "default": 3, "low": 1}``: every fetch orders the queues
+      by a weighted random draw (as Sidekiq does), so no queue starves; queues with no weight
+      given weigh 1; every weighted queue must be in ``queues``. Empty: the strict order.
     * ``concurrency``: jobs running at once; fetches ask for at most the free capacity.
     * ``process``: run every job in its own child process (crash isolation).
     * ``fetch_wait``: long-poll duration of one fetch (server caps it at 30 s).
@@ -46,6 +59,8 @@ class WorkerConfig:
     * ``grace``: after SIGTERM/SIGINT, how long running jobs may finish before being failed.
     * ``backtrace_lines``: most backtrace lines sent with a failure.
     * ``batch_ack``: acknowledge completed jobs together (one request per batch).
+    * ``timeout_grace``: after a job's timeout, how long its handler may take to stop before
+      the attempt is failed anyway (and a child process killed).
     * ``shutdown_retry_in``: retry delay asked for jobs failed at shutdown (0 = right away),
       since they were interrupted rather than broken.
     """
@@ -62,6 +77,8 @@ class WorkerConfig:
     labels: tuple[str, ...] = field(default_factory=tuple)
     batch_ack: bool = True
     shutdown_retry_in: float = 0.0
+    timeout_grace: float = 5.0
+    weights: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.queues:
@@ -78,6 +95,19 @@ class WorkerConfig:
             raise ValueError("beat_interval must be > 0")
         if self.grace < 0:
             raise ValueError("grace must be >= 0")
+        if self.timeout_grace < 0:
+            raise ValueError("timeout_grace must be >= 0")
+        if any(weight < 1 for weight in self.weights.values()):
+            raise ValueError("queue weights must be >= 1")
+        unknown = set(self.weights) - set(self.queues)
+        if unknown:
+            raise ValueError(f"weights name queues not in queues: {', '.join(sorted(unknown))}")
+
+    def queue_order(self) -> list[str]:
+        """The queues in the order of the next fetch: strict, or a weighted random draw."""
+        if not self.weights:
+            return list(self.queues)
+        return weighted_order(self.queues, self.weights)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> WorkerConfig:
@@ -92,9 +122,16 @@ class WorkerConfig:
             if raw:
                 values[name] = convert(raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if "weights" in values:
+            values["weights"] = dict(values["weights"])
         if isinstance(values.get("queues"), str):
             values["queues"] = _split(values["queues"])
         for name in ("queues", "labels"):
             if name in values:
                 values[name] = tuple(values[name])
+        if any(":" in queue for queue in values.get("queues", ())):
+            # "critical:6,default:3" (WERK_QUEUES, --queues): weighted queues.
+            pairs = [(*queue.split(":", 1), "1")[:2] for queue in values["queues"]]
+            values["queues"] = tuple(name for name, _ in pairs)
+            values["weights"] = {name: int(weight) for name, weight in pairs}
         return cls(**values)
