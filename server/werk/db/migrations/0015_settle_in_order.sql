@@ -1,0 +1,160 @@
+-- Settlings take their locks in one fixed order, so that two statements settling jobs with
+-- dependents or batches in common never wait for each other in a cycle.
+--
+-- The row triggers of 0012_dependencies.sql and 0014_batches.sql settled each row as it came:
+-- a statement completing members of batches a and b locked a then b, another completing members
+-- of b and a locked b then a, and each waited for the other (so too for shared dependents).
+-- Now a row trigger only notes what settled, and the statement's end settles everything it
+-- noted at once: first the waiting dependents are locked in jid order and released or finished,
+-- then the batches moved, with their ancestors, are locked children first (a child before its
+-- parent, as a commit and the climb of werk_batch_move take them), then by bid, and counted.
+-- What that settling changes in turn (a member finished by its dependency's policy, a callback
+-- released) is settled at the end of the statement that changed it, in the same order.
+
+-- What the row triggers noted and the statement has not settled yet, by transaction: a job that
+-- settled or was deleted unsettled (jid, with how it ended and its result), or a member that
+-- moved in its batch (bid, with the change of its counts). Rows live only inside the
+-- transaction that writes them (the statement's end deletes them), so the table is unlogged.
+CREATE UNLOGGED TABLE werk_settlings (
+    xid         xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    jid         text COLLATE "C",
+    outcome     text,
+    result      jsonb,
+    bid         text COLLATE "C",
+    d_succeeded integer,
+    d_dead      integer,
+    died        boolean,
+    at          timestamptz NOT NULL,
+    CHECK ((jid IS NULL) <> (bid IS NULL))
+);
+CREATE INDEX werk_settlings_xid_idx ON werk_settlings (xid);
+
+-- The statement-level trigger below runs after every statement that changes jobs; this setting,
+-- local to the transaction, tells it in one comparison whether a row trigger noted anything.
+CREATE OR REPLACE FUNCTION werk_jobs_dependencies_trigger() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        IF OLD.dependencies THEN
+            DELETE FROM werk_job_deps WHERE jid = OLD.jid;
+        END IF;
+        IF OLD.dependents AND OLD.state IN ('scheduled', 'available', 'active', 'waiting') THEN
+            INSERT INTO werk_settlings (jid, outcome, at) VALUES (OLD.jid, 'deleted', now());
+            PERFORM set_config('werk.settling', 'on', true);
+        END IF;
+    ELSIF OLD.dependents
+          AND NEW.state NOT IN ('scheduled', 'available', 'active', 'waiting')
+          AND OLD.state IN ('scheduled', 'available', 'active', 'waiting') THEN
+        INSERT INTO werk_settlings (jid, outcome, result, at)
+        VALUES (NEW.jid, NEW.state::text, CASE WHEN NEW.state = 'completed' THEN NEW.result END,
+                NEW.finished_at);
+        PERFORM set_config('werk.settling', 'on', true);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION werk_jobs_batch_trigger() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    before text := werk_batch_member(OLD.state);
+    after text;
+    moved_at timestamptz;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        after := CASE WHEN before = 'pending' THEN 'dead' ELSE before END;
+        moved_at := now();
+    ELSE
+        after := werk_batch_member(NEW.state);
+        moved_at := coalesce(NEW.finished_at, now());
+    END IF;
+    IF before <> after THEN
+        INSERT INTO werk_settlings (bid, d_succeeded, d_dead, died, at)
+        VALUES (OLD.batch, (after = 'succeeded')::int - (before = 'succeeded')::int,
+                (after = 'dead')::int - (before = 'dead')::int, after = 'dead', moved_at);
+        PERFORM set_config('werk.settling', 'on', true);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Settle what this transaction's statement noted: dependents, then batches, each locked in the
+-- order above before any is changed. A settled job that no unsettled edge names (every member
+-- is marked as depended on, for its batch) has nothing to release and is passed over.
+CREATE FUNCTION werk_settlings_settle() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    noted werk_settlings[];
+    s werk_settlings;
+BEGIN
+    IF current_setting('werk.settling', true) IS DISTINCT FROM 'on' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM set_config('werk.settling', 'off', true);
+    WITH taken AS (
+        DELETE FROM werk_settlings t WHERE t.xid = pg_current_xact_id() RETURNING t.*
+    )
+    SELECT array_agg(t) INTO noted FROM taken t;
+    IF noted IS NULL THEN
+        RETURN NULL;
+    END IF;
+
+    -- Every waiting job the settlings below will change: the dependents of each settled job,
+    -- and, down from a dependency that ended badly, the dependents of each job its policy
+    -- finishes (as werk_dependencies_settle walks them).
+    PERFORM 1
+    FROM werk_jobs w
+    WHERE w.state = 'waiting' AND w.jid IN (
+        WITH RECURSIVE reached(jid, doomed) AS (
+            SELECT e.jid, n.outcome <> 'completed' AND e.on_failure <> 'ignore'
+            FROM unnest(noted) n JOIN werk_job_deps e ON e.dep = n.jid AND e.outcome IS NULL
+            WHERE n.jid IS NOT NULL
+            UNION
+            SELECT e.jid, e.on_failure <> 'ignore'
+            FROM reached r JOIN werk_job_deps e ON e.dep = r.jid AND e.outcome IS NULL
+            WHERE r.doomed
+        )
+        SELECT jid FROM reached
+    )
+    ORDER BY w.jid
+    FOR UPDATE;
+    FOR s IN
+        SELECT * FROM unnest(noted) n
+        WHERE n.jid IS NOT NULL
+          AND EXISTS (SELECT 1 FROM werk_job_deps e WHERE e.dep = n.jid AND e.outcome IS NULL)
+        ORDER BY n.jid
+    LOOP
+        PERFORM werk_dependencies_settle(s.jid, s.outcome, s.result, s.at);
+    END LOOP;
+
+    -- Every batch moved and its ancestors, children first: a batch's depth (how many ancestors
+    -- it has) never changes, and a child is deeper than its parent.
+    PERFORM 1
+    FROM werk_batches b
+    JOIN (
+        WITH RECURSIVE up(bid, start, k) AS (
+            SELECT DISTINCT n.bid, n.bid, 0 FROM unnest(noted) n WHERE n.bid IS NOT NULL
+            UNION ALL
+            SELECT p.parent, up.start, up.k + 1
+            FROM up JOIN werk_batches p ON p.bid = up.bid
+            WHERE p.parent IS NOT NULL
+        )
+        SELECT bid, max(depth) AS depth
+        FROM (SELECT bid, count(*) OVER (PARTITION BY start) - 1 - k AS depth FROM up) c
+        GROUP BY bid
+    ) o ON o.bid = b.bid
+    ORDER BY o.depth DESC, b.bid
+    FOR UPDATE OF b;
+    FOR s IN SELECT * FROM unnest(noted) n WHERE n.bid IS NOT NULL ORDER BY n.bid, n.at LOOP
+        PERFORM werk_batch_move(s.bid, s.d_succeeded, s.d_dead, false, s.died, s.at);
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- A statement changing no job with dependents or batch pays this trigger's call and the one
+-- comparison at its top, once per statement, never per row.
+CREATE TRIGGER werk_jobs_settlings
+AFTER UPDATE OR DELETE ON werk_jobs
+FOR EACH STATEMENT
+EXECUTE FUNCTION werk_settlings_settle();
