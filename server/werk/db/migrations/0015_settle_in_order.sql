@@ -158,3 +158,10 @@ CREATE TRIGGER werk_jobs_settlings
 AFTER UPDATE OR DELETE ON werk_jobs
 FOR EACH STATEMENT
 EXECUTE FUNCTION werk_settlings_settle();
+
+-- A waiting job expires like any other unstarted job once its expires_at has come
+-- (job_expire.sql), and its dependents then follow their policy: the index the upkeep pass
+-- reads covers waiting jobs too.
+DROP INDEX werk_jobs_expires_idx;
+CREATE INDEX werk_jobs_expires_idx ON werk_jobs (expires_at)
+    WHERE expires_at IS NOT NULL AND state IN ('scheduled', 'available', 'waiting');
