@@ -165,3 +165,98 @@ EXECUTE FUNCTION werk_settlings_settle();
 DROP INDEX werk_jobs_expires_idx;
 CREATE INDEX werk_jobs_expires_idx ON werk_jobs (expires_at)
     WHERE expires_at IS NOT NULL AND state IN ('scheduled', 'available', 'waiting');
+
+-- A job finished by its dependency's policy (dead or skipped) wakes the result polls waiting
+-- for it on every node, as an ack does, instead of leaving them to the periodic re-check.
+-- Otherwise as in 0012_dependencies.sql.
+CREATE OR REPLACE FUNCTION werk_dependencies_settle(
+    settled_jid text, settled_outcome text, settled_result jsonb, settled_at timestamptz
+) RETURNS void
+LANGUAGE sql VOLATILE AS $$
+    WITH RECURSIVE doomed(jid, fate, cause) AS (
+        SELECT e.jid,
+               CASE WHEN e.on_failure = 'fail' AND settled_outcome <> 'skipped' THEN 'dead'
+                    ELSE 'skipped' END,
+               format('dependency %s %s', settled_jid, settled_outcome) COLLATE "C"
+        FROM werk_job_deps e
+        WHERE e.dep = settled_jid AND e.outcome IS NULL AND settled_outcome <> 'completed'
+          AND e.on_failure <> 'ignore'
+        UNION
+        SELECT e.jid,
+               CASE WHEN e.on_failure = 'fail' AND d.fate = 'dead' THEN 'dead'
+                    ELSE 'skipped' END,
+               format('dependency %s %s', d.jid, d.fate)
+        FROM doomed d
+        JOIN werk_job_deps e ON e.dep = d.jid AND e.outcome IS NULL AND e.on_failure <> 'ignore'
+    ),
+    fates AS (
+        SELECT jid,
+               CASE WHEN bool_or(fate = 'dead') THEN 'dead' ELSE 'skipped' END AS fate,
+               min(cause) FILTER (WHERE fate = 'dead') AS death,
+               min(cause) AS cause
+        FROM doomed
+        GROUP BY jid
+    ),
+    sources AS (
+        SELECT settled_jid AS dep, settled_outcome AS outcome
+        UNION ALL
+        SELECT jid, fate FROM fates
+    ),
+    edges AS (
+        UPDATE werk_job_deps e
+        SET outcome = s.outcome,
+            result = CASE WHEN s.outcome = 'completed' THEN settled_result END,
+            settled_at = werk_dependencies_settle.settled_at
+        FROM sources s
+        WHERE e.dep = s.dep AND e.outcome IS NULL
+        RETURNING e.jid
+    ),
+    counts AS (
+        SELECT c.jid, count(*)::int AS n, f.fate, coalesce(f.death, f.cause) AS cause
+        FROM edges c LEFT JOIN fates f ON f.jid = c.jid
+        GROUP BY c.jid, f.fate, f.death, f.cause
+    ),
+    changed AS (
+        UPDATE werk_jobs w
+        SET state = CASE WHEN c.fate IS NOT NULL THEN c.fate
+                         WHEN w.waiting_for > c.n THEN 'waiting'
+                         WHEN w.at > werk_dependencies_settle.settled_at THEN 'scheduled'
+                         ELSE 'available' END::werk_job_state,
+            waiting_for = CASE WHEN c.fate IS NULL AND w.waiting_for > c.n
+                               THEN w.waiting_for - c.n END,
+            enqueued_at = CASE WHEN c.fate IS NULL AND w.waiting_for <= c.n
+                                    AND NOT coalesce(w.at > werk_dependencies_settle.settled_at,
+                                                     false)
+                               THEN werk_dependencies_settle.settled_at
+                               ELSE w.enqueued_at END,
+            run_at = CASE WHEN c.fate IS NULL AND w.waiting_for <= c.n
+                          THEN greatest(w.at, werk_dependencies_settle.settled_at)
+                          ELSE w.run_at END,
+            seq = CASE WHEN c.fate IS NULL AND w.waiting_for <= c.n THEN nextval('werk_job_seq')
+                       ELSE w.seq END,
+            finished_at = CASE WHEN c.fate IS NOT NULL THEN werk_dependencies_settle.settled_at END,
+            failed_at = CASE WHEN c.fate = 'dead' THEN werk_dependencies_settle.settled_at
+                             ELSE w.failed_at END,
+            errtype = CASE WHEN c.fate = 'dead' THEN 'DependencyFailed' ELSE w.errtype END,
+            message = CASE WHEN c.fate IS NOT NULL THEN c.cause ELSE w.message END
+        FROM counts c
+        WHERE w.jid = c.jid AND w.state = 'waiting'
+        RETURNING w.jid, w.queue, w.state
+    )
+    -- Fetches waiting on any node for the queues of the jobs released are woken (the payload
+    -- of notify.sql, from no node), and so are result polls waiting on any node for the jobs
+    -- finished here (the payload of a settlement, "#" and the jids, in pieces that fit a
+    -- notification: a jid is at most a hundred characters). The aggregate reads every row, so
+    -- each notification is sent.
+    SELECT count(pg_notify('werk_jobs', p.payload))
+    FROM (
+        SELECT '|' || string_agg(q.queue || ':' || q.n, ',') AS payload
+        FROM (SELECT queue, count(*) AS n FROM changed WHERE state = 'available' GROUP BY queue) q
+        HAVING count(*) > 0
+        UNION ALL
+        SELECT '|#' || string_agg(f.jid, ',')
+        FROM (SELECT jid, (row_number() OVER ()) / 60 AS piece
+              FROM changed WHERE state NOT IN ('waiting', 'available', 'scheduled')) f
+        GROUP BY f.piece
+    ) p
+$$;
