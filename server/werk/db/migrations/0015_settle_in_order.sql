@@ -1,20 +1,22 @@
--- Settlings take their locks in one fixed order, so that two statements settling jobs with
+-- Settlings take their locks in one fixed order, so that two transactions settling jobs with
 -- dependents or batches in common never wait for each other in a cycle.
 --
 -- The row triggers of 0012_dependencies.sql and 0014_batches.sql settled each row as it came:
 -- a statement completing members of batches a and b locked a then b, another completing members
 -- of b and a locked b then a, and each waited for the other (so too for shared dependents).
--- Now a row trigger only notes what settled, and the statement's end settles everything it
--- noted at once: first the waiting dependents are locked in jid order and released or finished,
--- then the batches moved, with their ancestors, are locked children first (a child before its
--- parent, as a commit and the climb of werk_batch_move take them), then by bid, and counted.
--- What that settling changes in turn (a member finished by its dependency's policy, a callback
--- released) is settled at the end of the statement that changed it, in the same order.
+-- Now a row trigger only notes what settled, and the transaction settles everything it noted
+-- as it commits: first the waiting dependents are locked in jid order and released or
+-- finished, then the batches moved, with their ancestors, are locked children first (a child
+-- before its parent, as a commit and the climb of werk_batch_move take them), then by bid, and
+-- counted. What that settling changes in turn (a member finished by its dependency's policy, a
+-- callback released) is settled next, before the commit ends, in the same order. Settling at
+-- commit also holds those locks for the shortest time, and a statement that changes no job with
+-- dependents or batch pays nothing (no trigger is called for it).
 
--- What the row triggers noted and the statement has not settled yet, by transaction: a job that
+-- What the row triggers noted and the transaction has not settled yet, by transaction: a job that
 -- settled or was deleted unsettled (jid, with how it ended and its result), or a member that
 -- moved in its batch (bid, with the change of its counts). Rows live only inside the
--- transaction that writes them (the statement's end deletes them), so the table is unlogged.
+-- transaction that writes them (its commit deletes them), so the table is unlogged.
 CREATE UNLOGGED TABLE werk_settlings (
     xid         xid8 NOT NULL DEFAULT pg_current_xact_id(),
     jid         text COLLATE "C",
@@ -29,8 +31,9 @@ CREATE UNLOGGED TABLE werk_settlings (
 );
 CREATE INDEX werk_settlings_xid_idx ON werk_settlings (xid);
 
--- The statement-level trigger below runs after every statement that changes jobs; this setting,
--- local to the transaction, tells it in one comparison whether a row trigger noted anything.
+-- The deferred trigger below runs at commit once per row noted; this setting, local to the
+-- transaction, tells it in one comparison whether anything is left to settle, so the first call
+-- settles everything and the others return at once.
 CREATE OR REPLACE FUNCTION werk_jobs_dependencies_trigger() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -78,8 +81,8 @@ BEGIN
 END
 $$;
 
--- Settle what this transaction's statement noted: dependents, then batches, each locked in the
--- order above before any is changed. A settled job that no unsettled edge names (every member
+-- Settle what this transaction noted: dependents, then batches, each locked in the order above
+-- before any is changed. A settled job that no unsettled edge names (every member
 -- is marked as depended on, for its batch) has nothing to release and is passed over.
 CREATE FUNCTION werk_settlings_settle() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -152,11 +155,10 @@ BEGIN
 END
 $$;
 
--- A statement changing no job with dependents or batch pays this trigger's call and the one
--- comparison at its top, once per statement, never per row.
-CREATE TRIGGER werk_jobs_settlings
-AFTER UPDATE OR DELETE ON werk_jobs
-FOR EACH STATEMENT
+CREATE CONSTRAINT TRIGGER werk_settlings_settle
+AFTER INSERT ON werk_settlings
+DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW
 EXECUTE FUNCTION werk_settlings_settle();
 
 -- A waiting job expires like any other unstarted job once its expires_at has come
