@@ -61,7 +61,9 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchNew) (*BatchStatus, 
 		}
 	}
 	var status BatchStatus
-	return &status, c.call(ctx, "POST", "/v1/batches", spec, &status, 0)
+	// Not repeatable: a request whose answer was lost may have opened the batch, and sending it
+	// again would open a second one.
+	return &status, c.callWith(ctx, "POST", "/v1/batches", nil, spec, &status, 0, false)
 }
 
 // ReopenBatch opens a committed batch again (ErrBatchClosed once it has finished).

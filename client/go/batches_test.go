@@ -1,8 +1,12 @@
 package werk
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
+	"net/http"
+	"sync/atomic"
 	"testing"
 )
 
@@ -60,5 +64,46 @@ func TestBatchCommitsAndReleasesOnSuccessOnce(t *testing.T) {
 	}
 	if _, err := c.BatchStatus(ctx, "b-nosuchbatch-go"); !errors.Is(err, ErrBatchNotFound) {
 		t.Fatalf("not found: %v", err)
+	}
+}
+
+// A server that reads each request and hangs up without answering: the request may have been
+// done, so a batch's creation is not sent again (a second request would open a second batch),
+// while a push (its jid minted here, so repeating it is harmless) is.
+func TestCreateBatchIsNotSentAgainAfterALostAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var requests atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+					requests.Add(1)
+				}
+			}()
+		}
+	}()
+	c := NewClient("http://" + ln.Addr().String())
+	c.Retries = 2
+	ctx := context.Background()
+	if _, err := c.CreateBatch(ctx, BatchNew{Description: "once"}); err == nil {
+		t.Fatal("created without an answer")
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("batch creation sent %d times", n)
+	}
+	if _, err := c.Push(ctx, JobSpec{JobType: "t"}); err == nil {
+		t.Fatal("pushed without an answer")
+	}
+	if n := requests.Load(); n != 1+3 {
+		t.Fatalf("push sent %d times", n-1)
 	}
 }

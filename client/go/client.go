@@ -11,10 +11,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	mrand "math/rand"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -145,7 +147,7 @@ func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult
 	for _, batch := range jobBatches(specs) {
 		var part PushJIDsResult
 		body := map[string]any{"jobs": batch}
-		if err := c.callWith(ctx, "POST", "/v1/jobs/batch", minimal, body, &part, 0); err != nil {
+		if err := c.callWith(ctx, "POST", "/v1/jobs/batch", minimal, body, &part, 0, true); err != nil {
 			return nil, err
 		}
 		for _, c := range part.Conflicts {
@@ -285,11 +287,13 @@ func (c *Client) Beat(ctx context.Context, beat Beat) (string, error) {
 }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any, extra time.Duration) error {
-	return c.callWith(ctx, method, path, nil, in, out, extra)
+	return c.callWith(ctx, method, path, nil, in, out, extra, true)
 }
 
-// callWith is call with extra request headers.
-func (c *Client) callWith(ctx context.Context, method, path string, headers map[string]string, in, out any, extra time.Duration) error {
+// callWith is call with extra request headers. A request that is not repeatable (it would do its
+// work twice) is sent again only when it surely never reached the server (the connection was
+// refused) or the server answered that it did nothing (502, 503, 504).
+func (c *Client) callWith(ctx context.Context, method, path string, headers map[string]string, in, out any, extra time.Duration, repeatable bool) error {
 	var payload []byte
 	if in != nil {
 		var err error
@@ -301,6 +305,9 @@ func (c *Client) callWith(ctx context.Context, method, path string, headers map[
 		err := c.once(ctx, method, path, headers, payload, out, extra)
 		e, ok := AsError(err)
 		if err == nil || !ok || !e.transient() || attempt >= c.Retries || ctx.Err() != nil {
+			return err
+		}
+		if !repeatable && e.Code == "unreachable" && !neverSent(e.Err) {
 			return err
 		}
 		delay := time.Duration(math.Min(2000, 100*math.Pow(2, float64(attempt)))*(0.5+mrand.Float64()/2)) * time.Millisecond
@@ -368,4 +375,10 @@ func (c *Client) once(ctx context.Context, method, path string, headers map[stri
 		e.RetryAfter = time.Duration(s) * time.Second
 	}
 	return e
+}
+
+// neverSent: the request failed before a connection existed, so the server saw nothing of it.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -5,6 +5,8 @@ members are acked at the same moment on different nodes each finish once, counte
 from __future__ import annotations
 
 import asyncio
+import random
+import uuid
 
 import httpx
 
@@ -118,3 +120,93 @@ async def test_last_members_settled_at_once_on_two_nodes_finish_each_batch_once(
         "SELECT count(*) FROM werk_batches WHERE succeeded_at IS NOT NULL AND succeeded = 2",
     )
     assert rows[0][0] == rounds
+
+
+async def test_bulk_acks_over_shared_batches_and_dependents_never_deadlock(
+    werk_server_factory, database_url
+):
+    """Bulk acks on two nodes, each over members of every batch and of every shared dependent
+    in its own order: every settling takes the batch rows and the dependents in one fixed
+    order, so none waits for another in a cycle, and every count comes out exact."""
+    a = werk_server_factory()
+    b = werk_server_factory()
+    rng = random.Random(32)
+    batches, dependents, members, groups = 4, 4, 240, 24
+    async with httpx.AsyncClient(timeout=120) as http:
+        for round_ in range(4):
+            queue = f"r{round_}"
+            bids = []
+            for _ in range(batches):
+                cbs = {"queue": f"cb{round_}"}
+                bid = await new_batch(
+                    http, a.url, on_success={"jobtype": "cb", **cbs},
+                    on_complete={"jobtype": "done", **cbs},
+                )  # fmt: skip
+                bids.append(bid)
+            jids = [uuid.uuid4().hex for _ in range(members)]
+            jobs = [
+                {"jid": jid, "jobtype": "t", "queue": queue, "batch": bids[i % batches]}
+                for i, jid in enumerate(jids)
+            ]
+            r = await http.post(a.url + "/v1/jobs/batch", json={"jobs": jobs})
+            assert r.status_code == 201, r.text
+            # Each dependent waits on a random half of the members, across every batch.
+            waits = [rng.sample(jids, members // 2) for _ in range(dependents)]
+            deps = [
+                {"jobtype": "dep", "queue": f"dep{round_}", "depends_on": w, "args": [d]}
+                for d, w in enumerate(waits)
+            ]
+            r = await http.post(b.url + "/v1/jobs/batch", json={"jobs": deps})
+            assert r.status_code == 201, r.text
+            for bid in bids:
+                r = await http.post(f"{a.url}/v1/batches/{bid}/commit")
+                assert r.status_code == 200, r.text
+            fetched = []
+            while len(fetched) < members:
+                r = await http.post(
+                    a.url + "/v1/fetch", json={"queues": [queue], "wid": "w", "count": 100}
+                )
+                assert r.status_code == 200 and r.json()["jobs"], r.text
+                fetched += r.json()["jobs"]
+            assert len(fetched) == members
+            rng.shuffle(fetched)
+            size = members // groups
+            answers = await asyncio.gather(
+                *(
+                    http.post(
+                        (a if g % 2 else b).url + "/v1/ack",
+                        json={
+                            "acks": [
+                                {"jid": j["jid"], "lease": j["lease"]}
+                                for j in fetched[g * size : (g + 1) * size]
+                            ]
+                        },
+                    )
+                    for g in range(groups)
+                )
+            )
+            for x in answers:
+                assert x.status_code == 200 and x.json()["lease_lost"] == [], x.text
+            for bid in bids:
+                got = (await http.get(f"{b.url}/v1/batches/{bid}")).json()
+                assert (got["succeeded"], got["dead"], got["pending"], got["state"]) == (
+                    members // batches, 0, 0, "finished"
+                ), got  # fmt: skip
+            r = await http.post(
+                b.url + "/v1/fetch",
+                json={"queues": [f"dep{round_}"], "wid": "w", "count": 100, "wait": 1},
+            )
+            assert sorted(j["args"][0] for j in r.json()["jobs"]) == list(range(dependents))
+            r = await http.post(
+                a.url + "/v1/fetch",
+                json={"queues": [f"cb{round_}"], "wid": "w", "count": 100, "wait": 1},
+            )
+            assert (
+                sorted(j["jobtype"] for j in r.json()["jobs"])
+                == ["cb"] * batches + ["done"] * batches
+            )
+    rows = await sql(
+        database_url,
+        "SELECT count(*) FROM werk_job_deps WHERE outcome IS NULL AND dep NOT LIKE '%:death'",
+    )
+    assert rows[0][0] == 0

@@ -148,3 +148,43 @@ async def test_a_flush_on_one_node_answers_result_polls_on_another(werk_server_f
             await conn.close()
         assert time.monotonic() - flushed < 0.25
         assert [x.status_code for x in answers] == [404, 404], [x.text for x in answers]
+
+
+async def test_a_result_poll_on_a_job_finished_by_its_dependency_is_woken_at_once(
+    werk_server_factory,
+):
+    """A dependent failed or skipped because its dependency died on node A answers a poll
+    waiting on node B at once, by the notification its settling sends, not at the re-check."""
+    a = werk_server_factory(env={"WERK_POLL_INTERVAL": "30"})
+    b = werk_server_factory(env={"WERK_POLL_INTERVAL": "30"})
+    async with httpx.AsyncClient(timeout=30) as http:
+        await asyncio.sleep(1)  # B's announcement reaches A
+        delays = []
+        for i, policy in enumerate(("fail", "skip", "fail")):
+            parent, child = f"prop-parent-{i}", f"prop-child-{i}"
+            r = await http.post(a.url + "/v1/jobs", json={"jobtype": "t", "jid": parent})
+            assert r.status_code == 201, r.text
+            r = await http.post(
+                a.url + "/v1/jobs",
+                json={"jobtype": "t", "jid": child, "keep_result_for": 60,
+                      "depends_on": [{"job": parent, "on_failure": policy}]},
+            )  # fmt: skip
+            assert r.status_code == 201, r.text
+            r = await http.post(a.url + "/v1/fetch", json={"queues": ["default"], "wid": "w"})
+            (job,) = r.json()["jobs"]
+            assert job["jid"] == parent
+            waiting = asyncio.create_task(http.get(f"{b.url}/v1/jobs/{child}/result?wait=20"))
+            await asyncio.sleep(0.3)  # the poll is waiting on B
+            assert not waiting.done()
+            r = await http.post(
+                f"{a.url}/v1/jobs/{parent}/fail",
+                json={"lease": job["lease"], "errtype": "E", "message": "m", "retry": False},
+            )
+            assert r.status_code == 200, r.text
+            failed = time.monotonic()
+            answer = await waiting
+            delays.append(time.monotonic() - failed)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["done"] is True, answer.text
+            assert answer.json()["state"] == ("skipped" if policy == "skip" else "dead")
+        assert max(delays) < 0.25, delays

@@ -302,9 +302,10 @@ async def test_retention_prunes_a_finished_batch_once_its_members_are_gone(api, 
 async def test_two_transactions_settling_the_last_members_release_the_callback_once(
     api, database_url
 ):
-    """Each of the batch's last two members is acked in its own open transaction: the second
-    waits for the batch's row lock, then sees the first's count, so exactly one of them meets
-    the condition and releases the callbacks."""
+    """Each of the batch's last two members is acked in its own open transaction, which
+    settles them as it commits (or, here, when its deferred constraints are made immediate):
+    the second waits for the batch's row lock, then sees the first's count, so exactly one of
+    them meets the condition and releases the callbacks."""
     b = await new_batch(api, **callbacks(success="ok", complete="done"))
     await push_many(api, [{"jobtype": "t", "batch": b["bid"]} for _ in range(2)])
     await commit(api, b["bid"])
@@ -315,11 +316,16 @@ async def test_two_transactions_settling_the_last_members_release_the_callback_o
         await t1.start()
         await t2.start()
         assert await one.fetchval("SELECT werk.ack($1, $2)", first["jid"], first["lease"])
-        waiting = asyncio.create_task(
-            two.fetchval("SELECT werk.ack($1, $2)", second["jid"], second["lease"])
-        )
+        await one.execute("SET CONSTRAINTS ALL IMMEDIATE")  # settles, holding the batch's row
+
+        async def second_ack() -> bool:
+            acked = await two.fetchval("SELECT werk.ack($1, $2)", second["jid"], second["lease"])
+            await two.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            return bool(acked)
+
+        waiting = asyncio.create_task(second_ack())
         await asyncio.sleep(0.3)
-        assert not waiting.done()  # held by the batch's row lock
+        assert not waiting.done()  # held by the first's locks (the batch's row)
         await t1.commit()
         assert await waiting
         await t2.commit()

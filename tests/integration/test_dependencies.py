@@ -349,3 +349,25 @@ async def test_two_servers_acking_the_last_dependencies_at_once_release_each_dep
     assert len(children) == rounds and len({c["jid"] for c in children}) == rounds
     assert all(c["attempt"] == 1 for c in children)
     assert await waiting_count(database_url) == 0
+
+
+async def test_a_waiting_job_past_expires_at_expires_and_its_dependents_follow_their_policy(
+    api, database_url
+):
+    parent = await push(api, jid="dep-exp-parent")
+    await push(api, jid="dep-exp-mid", depends_on=[parent["jid"]], expires_in=10)
+    for jid, policy in (("dep-exp-f", "fail"), ("dep-exp-s", "skip"), ("dep-exp-i", "ignore")):
+        await push(api, jid=jid, depends_on=[{"job": "dep-exp-mid", "on_failure": policy}])
+    api.clock.advance(5)
+    assert (await api.maintain())["expired"] == 0
+    assert await state(api, "dep-exp-mid") == "waiting"
+    api.clock.advance(10)
+    assert (await api.maintain())["expired"] == 1
+    assert await state(api, "dep-exp-mid") == "expired"
+    assert [await state(api, j) for j in ("dep-exp-f", "dep-exp-s", "dep-exp-i")] == [
+        "dead", "skipped", "available"
+    ]  # fmt: skip
+    r = await api.http.get("/v1/jobs/dep-exp-f")
+    assert r.json()["failure"]["message"] == "dependency dep-exp-mid expired", r.text
+    # The parent settling later changes nothing of the expired job.
+    assert [j["jid"] for j in await fetch(api)] == ["dep-exp-parent", "dep-exp-i"]

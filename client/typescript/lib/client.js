@@ -145,7 +145,9 @@ export class Client {
             if (job)
                 body[kind] = withJid(job);
         }
-        return (await this.send({ method: "POST", path: "/v1/batches", body }));
+        // Not repeatable: a request whose answer was lost may have opened the batch, and sending it
+        // again would open a second one.
+        return (await this.send({ method: "POST", path: "/v1/batches", body, repeatable: false }));
     }
     /** Open a committed batch again; rejects with `BatchClosed` (`batch_finished`) once it finished. */
     async reopenBatch(bid) {
@@ -242,6 +244,8 @@ export class Client {
                 const transient = error instanceof Unavailable;
                 if (!transient || attempt >= this.retries || call.signal?.aborted)
                     throw error;
+                if (call.repeatable === false && error.code === "unreachable" && !neverSent(error))
+                    throw error;
                 const delay = Math.min(2000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);
                 await sleep(Math.max(delay, (error.retryAfter ?? 0) * 1000), call.signal);
             }
@@ -279,4 +283,8 @@ function withJid(job) {
     if (timeout !== undefined)
         checkTimeout(timeout, job.reserve_for ?? undefined, `job ${JSON.stringify(job.jobtype)}`);
     return job.jid ? job : { ...job, jid: newJid() };
+}
+/** The request failed before a connection existed, so the server saw nothing of it. */
+function neverSent(error) {
+    return error.cause?.code === "ECONNREFUSED";
 }

@@ -55,6 +55,10 @@ interface Call {
   extraMs?: number;
   signal?: AbortSignal;
   headers?: Record<string, string>;
+  /** false: the request would do its work twice if repeated, so it is sent again only when it
+   * surely never reached the server (the connection was refused) or the server answered that it
+   * did nothing. */
+  repeatable?: boolean;
 }
 
 /**
@@ -206,7 +210,9 @@ export class Client {
       const job = spec[kind];
       if (job) body[kind] = withJid(job);
     }
-    return (await this.send({ method: "POST", path: "/v1/batches", body })) as BatchStatus;
+    // Not repeatable: a request whose answer was lost may have opened the batch, and sending it
+    // again would open a second one.
+    return (await this.send({ method: "POST", path: "/v1/batches", body, repeatable: false })) as BatchStatus;
   }
 
   /** Open a committed batch again; rejects with `BatchClosed` (`batch_finished`) once it finished. */
@@ -317,6 +323,7 @@ export class Client {
       } catch (error) {
         const transient = error instanceof Unavailable;
         if (!transient || attempt >= this.retries || call.signal?.aborted) throw error;
+        if (call.repeatable === false && error.code === "unreachable" && !neverSent(error)) throw error;
         const delay = Math.min(2000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);
         await sleep(Math.max(delay, (error.retryAfter ?? 0) * 1000), call.signal);
       }
@@ -353,4 +360,9 @@ function withJid(job: JobPush): JobPush {
   const timeout = customTimeout(job.custom);
   if (timeout !== undefined) checkTimeout(timeout, job.reserve_for ?? undefined, `job ${JSON.stringify(job.jobtype)}`);
   return job.jid ? job : { ...job, jid: newJid() };
+}
+
+/** The request failed before a connection existed, so the server saw nothing of it. */
+function neverSent(error: Unavailable): boolean {
+  return (error.cause as NodeJS.ErrnoException | undefined)?.code === "ECONNREFUSED";
 }

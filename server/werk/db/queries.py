@@ -197,25 +197,8 @@ async def ack_jobs(
     statements."""
     # The mappings go to jsonb parameters: the pool's codec writes each with one orjson call.
     args = (now, leases, keep_completed, _shard(), by_worker or {}, results or None)
-    row: Any = await _retrying_deadlocks(db, sql("job_ack"), args)
+    row: Any = await db.fetchrow(sql("job_ack"), *args)
     return set(row["done"]), set(row["kept"])
-
-
-# Settling jobs others depend on locks their dependents (0012_dependencies.sql), in the order
-# the settled jobs are written: two statements settling jobs with dependents in common may each
-# hold one of those and wait for the other. PostgreSQL then fails one of them, having changed
-# nothing, and it is sent again (the other has committed by then, or holds no lock it needs).
-DEADLOCK_ATTEMPTS = 5
-
-
-async def _retrying_deadlocks(db: Executor, statement: str, args: Sequence[Any]) -> Any:
-    for attempt in range(DEADLOCK_ATTEMPTS):
-        try:
-            return await db.fetchrow(statement, *args)
-        except asyncpg.DeadlockDetectedError:
-            if attempt == DEADLOCK_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
 
 
 async def fail_job(
@@ -236,7 +219,7 @@ async def fail_job(
         now, jid, lease, errtype, message, list(backtrace), retry_in, no_retry, _shard(), wid,
         TIME_MAX,
     )  # fmt: skip
-    return await _retrying_deadlocks(db, sql("job_fail", discarded="job_discard"), args)
+    return await db.fetchrow(sql("job_fail", discarded="job_discard"), *args)
 
 
 async def extend_job(

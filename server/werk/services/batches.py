@@ -65,7 +65,7 @@ class BatchService:
     async def open(self, bid: str) -> Row:
         """Open the batch again so members may join (refused once it has finished)."""
         if await batch_queries.open_batch(self._pool, bid) is None:
-            row = await self._find(bid)
+            row = await self.get(bid)
             raise BatchFinished(f"batch {bid} finished at {row['completed_at'].isoformat()}")
         return await self.get(bid)
 
@@ -75,9 +75,6 @@ class BatchService:
         if not await batch_queries.commit_batch(self._pool, self._clock.now(), bid):
             raise BatchNotFound(f"no batch {bid!r}")
         return await self.get(bid)
-
-    async def get(self, bid: str) -> Row:
-        return await self._find(bid)
 
     async def members(self, bid: str, limit: int) -> list[Row]:
         """The batch's member jobs still stored, oldest first (completed members are pruned)."""
@@ -89,7 +86,7 @@ class BatchService:
             return []
         return list(await batch_queries.get_batches(self._pool, bids))
 
-    async def _find(self, bid: str) -> Row:
+    async def get(self, bid: str) -> Row:
         rows = await batch_queries.get_batches(self._pool, [bid])
         if not rows:
             raise BatchNotFound(f"no batch {bid!r}")

@@ -1,8 +1,10 @@
--- Expire waiting jobs whose expires_at has come ($1 now, NULL = database clock), a bounded batch
--- ($2) at a time; SKIP LOCKED lets every node run this without expiring a job twice, and leaves
--- a job a fetch is claiming to that fetch (which takes none past its expires_at). An expired
--- job is finished, like a dead one: it leaves the unique index and is kept for
--- browsing until pruned. Counted per queue ($3 counter shard). Returns their jids and queues.
+-- Expire unstarted jobs (scheduled, available, or waiting for dependencies) whose expires_at
+-- has come ($1 now, NULL = database clock), a bounded batch ($2) at a time; SKIP LOCKED lets
+-- every node run this without expiring a job twice, and leaves a job a fetch is claiming to that
+-- fetch (which takes none past its expires_at). An expired job is finished, like a dead one: it
+-- leaves the unique index and is kept for browsing until pruned; an expired waiting job's
+-- dependents follow their policy (the settling of 0012_dependencies.sql), as for any dependency
+-- that ended badly. Counted per queue ($3 counter shard). Returns their jids and queues.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -10,7 +12,7 @@ due AS (
     SELECT j.jid
     FROM werk_jobs j
     -- The clock spelled out, so it bounds the index scan (as in job_promote.sql).
-    WHERE j.expires_at IS NOT NULL AND j.state IN ('scheduled', 'available')
+    WHERE j.expires_at IS NOT NULL AND j.state IN ('scheduled', 'available', 'waiting')
       AND j.expires_at <= coalesce($1::timestamptz, now())
     ORDER BY j.expires_at
     LIMIT $2
@@ -18,7 +20,7 @@ due AS (
 ),
 expired AS (
     UPDATE werk_jobs j
-    SET state = 'expired', finished_at = clock.now
+    SET state = 'expired', finished_at = clock.now, waiting_for = NULL
     FROM due, clock
     WHERE j.jid = due.jid
     RETURNING j.jid, j.queue
