@@ -221,10 +221,10 @@ class PeerRun:
         driver, hello = await Driver.start(_command(self.peer, c))
         out: dict[str, Any] = {"versions": hello["versions"], "busy_before_pct": busy}
         try:
-            single = max(c.jobs // 10, 50)
+            # Every row over the same number of jobs as the Python SDK's rows of the same run.
             pushes = (
-                ("push1", {"cmd": "push", "jobs": single, "inflight": 1}),
-                ("push8", {"cmd": "push", "jobs": 2 * single, "inflight": 8}),
+                ("push1", {"cmd": "push", "jobs": c.jobs, "inflight": 1}),
+                ("push8", {"cmd": "push", "jobs": c.jobs, "inflight": 8}),
                 ("batch", {"cmd": "batch", "jobs": c.jobs, "size": BATCH}),
             )
             seed = {"cmd": "seed", "jobs": c.jobs, "size": BATCH}
@@ -352,7 +352,6 @@ async def run(
                 "name": f"peers {peer.name}",
                 "params": {
                     "jobs": ctx.jobs,
-                    "single_jobs": max(ctx.jobs // 10, 50),
                     "batch": BATCH,
                     "latency_jobs": ctx.latency_jobs,
                     "latency_interval_ms": ctx.latency_interval * 1e3,
