@@ -26,6 +26,33 @@ PRUNE_EVERY = 30
 GONE_WORKER_RETENTION = 86400.0
 
 
+class VacuumPolicy:
+    """When a VACUUM pass of the job table is whole (heap and every index) and when it does the
+    heap only.
+
+    A whole pass reads every index in full, and kept jobs sit in most of them; a heap-only
+    pass reads the pages that changed. So a pass is whole once the rows changed (updated out of
+    place or deleted: each leaves index entries only a whole pass clears) since the last whole
+    one reach ``threshold + scale * rows``: the whole passes then come less often the more rows
+    the table holds, and their cost per job stays the same, while the dead index entries and
+    line pointers between them stay a bounded fraction of the table. The first pass is whole,
+    and so is one after PostgreSQL's statistics were reset (the counter went back)."""
+
+    def __init__(self, threshold: int, scale: float) -> None:
+        self._threshold = threshold
+        self._scale = scale
+        self._whole_at: int | None = None
+
+    def whole(self, changed: int, rows: float) -> bool:
+        if self._whole_at is None or changed < self._whole_at:
+            return True
+        return changed - self._whole_at >= self._threshold + self._scale * rows
+
+    def vacuumed(self, changed: int, whole: bool) -> None:
+        if whole:
+            self._whole_at = changed
+
+
 class Maintenance:
     def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, settings: Settings) -> None:
         self._pool = pool
@@ -33,6 +60,9 @@ class Maintenance:
         self._hub = hub
         self._settings = settings
         self._task: asyncio.Task[None] | None = None
+        self.vacuum_policy = VacuumPolicy(
+            settings.vacuum_index_threshold, settings.vacuum_index_scale
+        )
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="werk-maintenance")
@@ -128,6 +158,18 @@ class Maintenance:
             if len(rows) < BATCH:
                 return total
 
+    async def vacuum(self) -> bool | None:
+        """Vacuum the job table (whole or its heap, as the policy says) and werk_settlings;
+        returns whether the pass was whole, None when another node was vacuuming."""
+        done = await queries.vacuum_jobs(
+            self._pool, whole=self.vacuum_policy.whole, pooled=self._settings.pooled
+        )
+        if done is None:
+            return None
+        changed, whole = done
+        self.vacuum_policy.vacuumed(changed, whole)
+        return whole
+
     async def _run(self) -> None:
         passes = 0
         loop = asyncio.get_running_loop()
@@ -143,7 +185,7 @@ class Maintenance:
                 interval = self._settings.vacuum_interval
                 if interval > 0 and loop.time() - vacuumed >= interval:
                     vacuumed = loop.time()
-                    await queries.vacuum_jobs(self._pool, pooled=self._settings.pooled)
+                    await self.vacuum()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
