@@ -132,8 +132,9 @@ WHERE i.lp_flags = 3
 
 async def test_vacuum_clears_the_indexes_once_enough_rows_changed(database_url):
     """Passes vacuum the heap only until the rows deleted since the last whole pass reach the
-    threshold plus the scale times the table's rows; then a pass is whole. werk_settlings is
-    vacuumed on every pass."""
+    threshold plus the scale times the table's rows; then a pass is whole. A pass with nothing
+    changed since the one before is whole after a heap-only one, else skipped. werk_settlings is
+    vacuumed with the job table."""
     from werk.db.queries import vacuum_jobs
     from werk.services.maintenance import VacuumPolicy
 
@@ -141,8 +142,8 @@ async def test_vacuum_clears_the_indexes_once_enough_rows_changed(database_url):
     pool = await create_pool(database_url, min_size=1, max_size=2)
     policy = VacuumPolicy(threshold=100, scale=0.5)
 
-    async def vacuum() -> bool:
-        done = await vacuum_jobs(pool, whole=policy.whole)
+    async def vacuum() -> str:
+        done = await vacuum_jobs(pool, plan=policy.plan)
         assert done is not None
         policy.vacuumed(*done)
         return done[1]
@@ -166,7 +167,7 @@ async def test_vacuum_clears_the_indexes_once_enough_rows_changed(database_url):
             "'available', now(), now(), now() FROM generate_series(1, 300) g"
         )
         start = await conn.fetchval(sql_text("jobs_changed"))
-        assert await vacuum() is True  # the first pass is whole
+        assert await vacuum() == "whole"  # the first pass is whole
 
         await conn.execute("DELETE FROM werk_jobs WHERE jid <= 'vacuum-0100'")
         await conn.execute(
@@ -176,22 +177,32 @@ async def test_vacuum_clears_the_indexes_once_enough_rows_changed(database_url):
         await changed_reaches(start + 100)
         settled = await settlings_vacuums()
         # 100 changed rows < 100 + 0.5 * 300: the heap only.
-        assert await vacuum() is False
+        assert await vacuum() == "heap"
         assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 100
         assert await settlings_vacuums() == settled + 1
 
         await conn.execute("DELETE FROM werk_jobs WHERE jid <= 'vacuum-0150'")
         await changed_reaches(start + 150)
         # 150 < 100 + 0.5 * 200 (the rows the last pass counted): the heap only still.
-        assert await vacuum() is False
+        assert await vacuum() == "heap"
         assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 150
 
         await conn.execute("DELETE FROM werk_jobs WHERE jid <= 'vacuum-0200'")
         await changed_reaches(start + 200)
         # 200 >= 100 + 0.5 * 150: whole, and every dead line pointer is free again.
-        assert await vacuum() is True
+        assert await vacuum() == "whole"
         assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 0
-        assert await vacuum() is False
+        # Nothing changed since: no pass at all.
+        assert await vacuum() == "skip"
+
+        await conn.execute("DELETE FROM werk_jobs WHERE jid <= 'vacuum-0210'")
+        await changed_reaches(start + 210)
+        assert await vacuum() == "heap"
+        assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 10
+        # Idle after a heap-only pass: the next one is whole, so an idle table ends up clean.
+        assert await vacuum() == "whole"
+        assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 0
+        assert await vacuum() == "skip"
     finally:
         await pool.close()
         await conn.close()

@@ -383,18 +383,22 @@ async def prune_gone_workers(db: Executor, now: datetime | None, *, older_than: 
 VACUUM_LOCK_KEY = 0x7765726C
 
 
+VacuumPass = Literal["whole", "heap", "skip"]
+
+
 async def vacuum_jobs(
     pool: asyncpg.Pool,
     *,
-    whole: Callable[[int, float], bool] | None = None,
+    plan: Callable[[int, float], VacuumPass] | None = None,
     pooled: bool = False,
-) -> tuple[int, bool] | None:
+) -> tuple[int, VacuumPass] | None:
     """Vacuum the job table and werk_settlings unless another node is at it; returns None when
     another node is (through a pooler this is never known), else the job table's changed rows
-    counter (jobs_changed.sql) and whether the pass was whole.
+    counter (jobs_changed.sql) and what the pass did.
 
-    ``whole(changed, rows)`` decides from the counter and the table's rows whether this pass
-    vacuums the job table's indexes too or its heap only; without it every pass is whole.
+    ``plan(changed, rows)`` decides from the counter and the table's rows whether this pass
+    vacuums the job table whole (heap and indexes), its heap only, or skips; without it every
+    pass is whole.
 
     ``pooled`` (a transaction pooler in front): VACUUM cannot run in a transaction, and the
     session lock that keeps the nodes apart would be taken on one server session and released
@@ -407,13 +411,16 @@ async def vacuum_jobs(
         try:
             row = await conn.fetchrow(sql("jobs_changed"))
             changed = int(row["changed"]) if row is not None else 0
-            full = whole is None or row is None or whole(changed, float(row["rows"]))
-            await conn.execute(sql("jobs_vacuum" if full else "jobs_vacuum_heap"))
-            await conn.execute(sql("settlings_vacuum"))
+            what: VacuumPass = (
+                "whole" if plan is None or row is None else plan(changed, float(row["rows"]))
+            )
+            if what != "skip":
+                await conn.execute(sql("jobs_vacuum" if what == "whole" else "jobs_vacuum_heap"))
+                await conn.execute(sql("settlings_vacuum"))
         finally:
             if not pooled:
                 await conn.execute(sql("jobs_vacuum_unlock"), VACUUM_LOCK_KEY)
-        return changed, full
+        return changed, what
         if not await conn.fetchval(sql("jobs_vacuum_lock"), VACUUM_LOCK_KEY):
             return False
         try:
