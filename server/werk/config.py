@@ -126,6 +126,22 @@ class Settings(BaseSettings):
         description="Seconds between VACUUMs of the job table by one node (0 = leave it to "
         "autovacuum).",
     )
+    # A whole VACUUM reads every index of the job table in full, and kept jobs (results, dead
+    # jobs) sit in most of them: done every pass, the cost of each pass would follow the jobs
+    # kept. Between whole passes the heap alone is vacuumed, as autovacuum spaces its passes by
+    # a threshold and a fraction of the table.
+    vacuum_index_threshold: int = Field(
+        1000,
+        ge=0,
+        description="Rows of the job table updated out of place or deleted since its last "
+        "whole VACUUM (heap and indexes) before the next pass is whole again, besides "
+        "vacuum_index_scale; the passes between vacuum the heap only.",
+    )
+    vacuum_index_scale: float = Field(
+        0.2,
+        ge=0,
+        description="Fraction of the job table's rows added to vacuum_index_threshold.",
+    )
     maintenance_interval: float = Field(
         1.0, gt=0, description="Seconds between maintenance passes."
     )

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
+
 from tests.support.helpers import sql
 from werk.config import Settings
 from werk.db.pool import create_pool
+from werk.db.sql import sql as sql_text
 from werk.services.maintenance import Maintenance
 from werk.services.wakeup import WakeHub
 
@@ -118,6 +121,93 @@ async def test_nodes_running_maintenance_together_handle_each_job_once(api, data
     assert info["totals"]["failed"] == n
 
 
+# Line pointers of the job table's heap left dead: their rows are gone, their index entries not.
+DEAD_LINE_POINTERS = """
+SELECT count(*) AS n
+FROM generate_series(0, pg_relation_size('werk_jobs') / current_setting('block_size')::int - 1) b,
+     heap_page_items(get_raw_page('werk_jobs', b::int)) i
+WHERE i.lp_flags = 3
+"""
+
+
+async def test_vacuum_clears_the_indexes_once_enough_rows_changed(database_url):
+    """Passes vacuum the heap only until the rows deleted since the last whole pass reach the
+    threshold plus the scale times the table's rows; then a pass is whole. A pass with nothing
+    changed since the one before is whole after a heap-only one, else skipped. werk_settlings is
+    vacuumed with the job table."""
+    from werk.db.queries import vacuum_jobs
+    from werk.services.maintenance import VacuumPolicy
+
+    conn = await asyncpg.connect(database_url)
+    pool = await create_pool(database_url, min_size=1, max_size=2)
+    policy = VacuumPolicy(threshold=100, scale=0.5)
+
+    async def vacuum() -> str:
+        done = await vacuum_jobs(pool, plan=policy.plan)
+        assert done is not None
+        policy.vacuumed(*done)
+        return done[1]
+
+    async def changed_reaches(n: int) -> None:
+        # A backend hands its counts to the statistics when it goes idle, within a second.
+        for _ in range(100):
+            if (await conn.fetchval(sql_text("jobs_changed"))) >= n:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the statistics never counted {n} changed rows")
+
+    async def settlings_vacuums() -> int:
+        return await conn.fetchval("SELECT pg_stat_get_vacuum_count('werk_settlings'::regclass)")
+
+    try:
+        await conn.execute("CREATE EXTENSION pageinspect")
+        await conn.execute(
+            "INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, "
+            "enqueued_at) SELECT 'vacuum-' || lpad(g::text, 4, '0'), 'x', 'default', '[]', "
+            "'available', now(), now(), now() FROM generate_series(1, 300) g"
+        )
+        start = await conn.fetchval(sql_text("jobs_changed"))
+        assert await vacuum() == "whole"  # the first pass is whole
+
+        await conn.execute("DELETE FROM werk_jobs WHERE jid <= 'vacuum-0100'")
+        await conn.execute(
+            "INSERT INTO werk_settlings (jid, outcome, at) VALUES ('vacuum-0001', 'deleted', now())"
+        )
+        await conn.execute("DELETE FROM werk_settlings")
+        await changed_reaches(start + 100)
+        settled = await settlings_vacuums()
+        # 100 changed rows < 100 + 0.5 * 300: the heap only.
+        assert await vacuum() == "heap"
+        assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 100
+        assert await settlings_vacuums() == settled + 1
+
+        await conn.execute("DELETE FROM werk_jobs WHERE jid <= 'vacuum-0150'")
+        await changed_reaches(start + 150)
+        # 150 < 100 + 0.5 * 200 (the rows the last pass counted): the heap only still.
+        assert await vacuum() == "heap"
+        assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 150
+
+        await conn.execute("DELETE FROM werk_jobs WHERE jid <= 'vacuum-0200'")
+        await changed_reaches(start + 200)
+        # 200 >= 100 + 0.5 * 150: whole, and every dead line pointer is free again.
+        assert await vacuum() == "whole"
+        assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 0
+        # Nothing changed since: no pass at all.
+        assert await vacuum() == "skip"
+
+        await conn.execute("DELETE FROM werk_jobs WHERE jid <= 'vacuum-0210'")
+        await changed_reaches(start + 210)
+        assert await vacuum() == "heap"
+        assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 10
+        # Idle after a heap-only pass: the next one is whole, so an idle table ends up clean.
+        assert await vacuum() == "whole"
+        assert (await conn.fetchrow(DEAD_LINE_POINTERS))["n"] == 0
+        assert await vacuum() == "skip"
+    finally:
+        await pool.close()
+        await conn.close()
+
+
 async def _noop(_payload):
     return None
 
@@ -131,18 +221,16 @@ async def _zero(_pid):
 
 
 async def test_one_node_at_a_time_vacuums_the_job_table(database_url):
-    import asyncpg
-
     from werk.db.queries import VACUUM_LOCK_KEY, vacuum_jobs
 
     pool = await create_pool(database_url, min_size=1, max_size=2)
     other = await asyncpg.connect(database_url)
     try:
-        assert await vacuum_jobs(pool) is True
+        assert await vacuum_jobs(pool) is not None
         await other.execute("SELECT pg_advisory_lock($1)", VACUUM_LOCK_KEY)
-        assert await vacuum_jobs(pool) is False  # another node holds it
+        assert await vacuum_jobs(pool) is None  # another node holds it
         await other.execute("SELECT pg_advisory_unlock($1)", VACUUM_LOCK_KEY)
-        assert await vacuum_jobs(pool) is True
+        assert await vacuum_jobs(pool) is not None
     finally:
         await other.close()
         await pool.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any, Literal
@@ -383,9 +383,22 @@ async def prune_gone_workers(db: Executor, now: datetime | None, *, older_than: 
 VACUUM_LOCK_KEY = 0x7765726C
 
 
-async def vacuum_jobs(pool: asyncpg.Pool, *, pooled: bool = False) -> bool:
-    """Vacuum the job table unless another node is at it; returns whether this one did (through
-    a pooler: whether it asked).
+VacuumPass = Literal["whole", "heap", "skip"]
+
+
+async def vacuum_jobs(
+    pool: asyncpg.Pool,
+    *,
+    plan: Callable[[int, float], VacuumPass] | None = None,
+    pooled: bool = False,
+) -> tuple[int, VacuumPass] | None:
+    """Vacuum the job table and werk_settlings unless another node is at it; returns None when
+    another node is (through a pooler this is never known), else the job table's changed rows
+    counter (jobs_changed.sql) and what the pass did.
+
+    ``plan(changed, rows)`` decides from the counter and the table's rows whether this pass
+    vacuums the job table whole (heap and indexes), its heap only, or skips; without it every
+    pass is whole.
 
     ``pooled`` (a transaction pooler in front): VACUUM cannot run in a transaction, and the
     session lock that keeps the nodes apart would be taken on one server session and released
@@ -393,9 +406,21 @@ async def vacuum_jobs(pool: asyncpg.Pool, *, pooled: bool = False) -> bool:
     (SKIP_LOCKED), which keeps the nodes apart as well, at the price of a line in PostgreSQL's
     log for each skip."""
     async with pool.acquire() as conn:
-        if pooled:
-            await conn.execute(sql("jobs_vacuum"))
-            return True
+        if not pooled and not await conn.fetchval(sql("jobs_vacuum_lock"), VACUUM_LOCK_KEY):
+            return None
+        try:
+            row = await conn.fetchrow(sql("jobs_changed"))
+            changed = int(row["changed"]) if row is not None else 0
+            what: VacuumPass = (
+                "whole" if plan is None or row is None else plan(changed, float(row["rows"]))
+            )
+            if what != "skip":
+                await conn.execute(sql("jobs_vacuum" if what == "whole" else "jobs_vacuum_heap"))
+                await conn.execute(sql("settlings_vacuum"))
+        finally:
+            if not pooled:
+                await conn.execute(sql("jobs_vacuum_unlock"), VACUUM_LOCK_KEY)
+        return changed, what
         if not await conn.fetchval(sql("jobs_vacuum_lock"), VACUUM_LOCK_KEY):
             return False
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Literal
 
 import asyncpg
 
@@ -26,6 +27,42 @@ PRUNE_EVERY = 30
 GONE_WORKER_RETENTION = 86400.0
 
 
+class VacuumPolicy:
+    """What a VACUUM pass of the job table does: ``whole`` (heap and every index), ``heap``
+    (the heap only) or ``skip`` (nothing).
+
+    A whole pass reads every index in full, and kept jobs sit in most of them; a heap-only
+    pass reads the pages that changed or still hold dead line pointers. So a pass is whole once
+    the rows changed (updated out of place or deleted: each leaves index entries only a whole
+    pass clears) since the last whole one reach ``threshold + scale * rows``: the whole passes
+    then come less often the more rows the table holds, and their cost per job stays the same,
+    while the dead index entries and line pointers between them stay a bounded fraction of the
+    table. A pass that finds nothing changed since the pass before is whole if a heap-only pass
+    left something for the indexes (so an idle table ends up clean), else skipped. The first
+    pass is whole, and so is one after PostgreSQL's statistics were reset (the counter went
+    back)."""
+
+    def __init__(self, threshold: int, scale: float) -> None:
+        self._threshold = threshold
+        self._scale = scale
+        self._whole_at: int | None = None
+        self._last: int | None = None
+
+    def plan(self, changed: int, rows: float) -> Literal["whole", "heap", "skip"]:
+        if self._whole_at is None or self._last is None or changed < self._last:
+            return "whole"
+        if changed == self._last:
+            return "whole" if changed > self._whole_at else "skip"
+        if changed - self._whole_at >= self._threshold + self._scale * rows:
+            return "whole"
+        return "heap"
+
+    def vacuumed(self, changed: int, done: Literal["whole", "heap", "skip"]) -> None:
+        self._last = changed
+        if done == "whole":
+            self._whole_at = changed
+
+
 class Maintenance:
     def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, settings: Settings) -> None:
         self._pool = pool
@@ -33,6 +70,9 @@ class Maintenance:
         self._hub = hub
         self._settings = settings
         self._task: asyncio.Task[None] | None = None
+        self.vacuum_policy = VacuumPolicy(
+            settings.vacuum_index_threshold, settings.vacuum_index_scale
+        )
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="werk-maintenance")
@@ -128,6 +168,18 @@ class Maintenance:
             if len(rows) < BATCH:
                 return total
 
+    async def vacuum(self) -> str | None:
+        """Vacuum the job table (whole, its heap or not at all, as the policy says) and
+        werk_settlings; returns what the pass did, None when another node was vacuuming."""
+        done = await queries.vacuum_jobs(
+            self._pool, plan=self.vacuum_policy.plan, pooled=self._settings.pooled
+        )
+        if done is None:
+            return None
+        changed, what = done
+        self.vacuum_policy.vacuumed(changed, what)
+        return what
+
     async def _run(self) -> None:
         passes = 0
         loop = asyncio.get_running_loop()
@@ -143,7 +195,7 @@ class Maintenance:
                 interval = self._settings.vacuum_interval
                 if interval > 0 and loop.time() - vacuumed >= interval:
                     vacuumed = loop.time()
-                    await queries.vacuum_jobs(self._pool, pooled=self._settings.pooled)
+                    await self.vacuum()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

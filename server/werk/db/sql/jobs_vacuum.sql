@@ -2,7 +2,11 @@
 -- seconds. Autovacuum wakes once a minute per database (autovacuum_naptime), long enough for a busy
 -- queue to pile up a minute of dead rows and index entries; vacuuming it every few seconds keeps it
 -- near the size of its live rows. Plain VACUUM: it blocks no reads or writes.
+-- This is the whole pass: the heap, then every index (INDEX_CLEANUP ON: AUTO would skip the
+-- indexes while few pages hold dead items, which on a table holding many kept jobs is most of
+-- the time, and the claim index would keep its dead entries). It reads each index whole, so the
+-- server runs it once enough rows changed for the size of the table (jobs_vacuum_heap.sql between).
 -- PARALLEL 0, as autovacuum does: with two indexes past min_parallel_index_scan_size a manual
 -- VACUUM starts parallel workers for the index pass, which for a table kept this small cost more
 -- CPU and more wall time than they save.
-VACUUM (SKIP_LOCKED, PARALLEL 0) werk_jobs
+VACUUM (SKIP_LOCKED, PARALLEL 0, INDEX_CLEANUP ON) werk_jobs
