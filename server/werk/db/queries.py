@@ -421,10 +421,3 @@ async def vacuum_jobs(
             if not pooled:
                 await conn.execute(sql("jobs_vacuum_unlock"), VACUUM_LOCK_KEY)
         return changed, what
-        if not await conn.fetchval(sql("jobs_vacuum_lock"), VACUUM_LOCK_KEY):
-            return False
-        try:
-            await conn.execute(sql("jobs_vacuum"))
-        finally:
-            await conn.execute(sql("jobs_vacuum_unlock"), VACUUM_LOCK_KEY)
-        return True

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Literal
 
 import asyncpg
 
@@ -48,7 +47,7 @@ class VacuumPolicy:
         self._whole_at: int | None = None
         self._last: int | None = None
 
-    def plan(self, changed: int, rows: float) -> Literal["whole", "heap", "skip"]:
+    def plan(self, changed: int, rows: float) -> queries.VacuumPass:
         if self._whole_at is None or self._last is None or changed < self._last:
             return "whole"
         if changed == self._last:
@@ -57,7 +56,7 @@ class VacuumPolicy:
             return "whole"
         return "heap"
 
-    def vacuumed(self, changed: int, done: Literal["whole", "heap", "skip"]) -> None:
+    def vacuumed(self, changed: int, done: queries.VacuumPass) -> None:
         self._last = changed
         if done == "whole":
             self._whole_at = changed
@@ -168,7 +167,7 @@ class Maintenance:
             if len(rows) < BATCH:
                 return total
 
-    async def vacuum(self) -> str | None:
+    async def vacuum(self) -> queries.VacuumPass | None:
         """Vacuum the job table (whole, its heap or not at all, as the policy says) and
         werk_settlings; returns what the pass did, None when another node was vacuuming."""
         done = await queries.vacuum_jobs(
