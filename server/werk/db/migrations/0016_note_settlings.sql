@@ -172,9 +172,12 @@ $$;
 -- The SQL interface's ack and fail (0013_sql_interface.sql) note the job they settled or
 -- deleted the same way: each locks the job its lease holds first (as the attempt itself then
 -- does), so that its flags cannot change under it, and notes how it ended. The attempts
--- themselves are unchanged, under new names.
-ALTER FUNCTION werk.ack(text, text, jsonb) RENAME TO _ack;
-ALTER FUNCTION werk.fail(text, text, jsonb) RENAME TO _fail;
+-- themselves are unchanged, moved to a schema of their own (their bodies name their
+-- parameters by the function's name, so they keep it).
+CREATE SCHEMA werk_attempt;
+REVOKE ALL ON SCHEMA werk_attempt FROM PUBLIC;
+ALTER FUNCTION werk.ack(text, text, jsonb) SET SCHEMA werk_attempt;
+ALTER FUNCTION werk.fail(text, text, jsonb) SET SCHEMA werk_attempt;
 
 -- The job `lease` (as the interface takes it) holds, locked; NULL when none.
 CREATE FUNCTION werk._held(jid text, lease text) RETURNS werk_jobs
@@ -203,7 +206,7 @@ LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
     held werk_jobs := werk._held(jid, lease);
 BEGIN
-    IF NOT werk._ack(jid, lease, result) THEN
+    IF NOT werk_attempt.ack(jid, lease, result) THEN
         RETURN false;
     END IF;
     PERFORM werk._note(held);
@@ -215,7 +218,7 @@ CREATE FUNCTION werk.fail(jid text, lease text, error jsonb DEFAULT '{}') RETURN
 LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
     held werk_jobs := werk._held(jid, lease);
-    outcome text := werk._fail(jid, lease, error);
+    outcome text := werk_attempt.fail(jid, lease, error);
 BEGIN
     IF outcome IS NOT NULL THEN
         PERFORM werk._note(held);
@@ -237,8 +240,8 @@ BEGIN
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
     END LOOP;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'werk_app') THEN
-        REVOKE EXECUTE ON FUNCTION werk._ack(text, text, jsonb), werk._fail(text, text, jsonb)
-            FROM werk_app;
+        REVOKE EXECUTE ON FUNCTION werk_attempt.ack(text, text, jsonb),
+            werk_attempt.fail(text, text, jsonb) FROM werk_app;
         GRANT EXECUTE ON FUNCTION werk.ack(text, text, jsonb), werk.fail(text, text, jsonb)
             TO werk_app;
     END IF;
