@@ -243,6 +243,13 @@ async def test_each_path_settles_dependents_and_batch(api, database_url, path):
     else:
         assert counts == (1, 0, 0, 1)
     assert (await sql(database_url, "SELECT count(*) FROM werk_settlings"))[0][0] == 0
+    if dependent == "available":
+        # The dependent, deleted at its ack, takes its edge with it.
+        await ack_one(api, database_url, "paths-after", f"{q}-after")
+        edges = await sql(
+            database_url, "SELECT count(*) FROM werk_job_deps WHERE jid = $1", f"{q}-after"
+        )
+        assert edges[0][0] == 0
 
 
 async def test_a_push_joining_several_batches_counts_each(api):

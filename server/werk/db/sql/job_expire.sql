@@ -3,8 +3,9 @@
 -- every node run this without expiring a job twice, and leaves a job a fetch is claiming to that
 -- fetch (which takes none past its expires_at). An expired job is finished, like a dead one: it
 -- leaves the unique index and is kept for browsing until pruned; an expired waiting job's
--- dependents follow their policy (noted in werk_job_changes, 0016_note_settlings.sql), as for any dependency
--- that ended badly. Counted per queue ($3 counter shard). Returns their jids and queues.
+-- dependents follow their policy (noted in werk_job_changes, 0016_note_settlings.sql), as for
+-- any dependency that ended badly. Counted per queue ($3 counter shard). Returns their jids and
+-- queues.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
