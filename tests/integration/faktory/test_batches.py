@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.integration.faktory.fwp import Fwp
+from tests.support.helpers import sql
 
 
 async def status(conn, bid):
@@ -86,3 +87,42 @@ async def test_a_batch_through_fwp(fwp):
     assert bad.kind == "-" and "finished" in bad.text
     await worker.close()
     await conn.close()
+
+
+async def test_mutate_and_flush_count_in_the_batch(fwp, database_url):
+    """FWP's MUTATE and FLUSH change members like the HTTP admin actions do: each tells the
+    batch (0016_note_settlings.sql), a dead member requeued is pending again."""
+    conn = await Fwp.connect(fwp.port)
+    bid = (await conn.call("BATCH NEW " + json.dumps({"description": "mutated"}))).text
+    dies = {"jid": "fwp-mut-dies", "jobtype": "t", "args": [], "retry": -1, "queue": "mut",
+            "custom": {"bid": bid}}  # fmt: skip
+    later = {"jid": "fwp-mut-later", "jobtype": "t", "args": [], "at": "2999-01-01T00:00:00Z",
+             "custom": {"bid": bid}}  # fmt: skip
+    for job in (dies, later):
+        assert str(await conn.cmd("PUSH", job)) == "+OK"
+    assert str(await conn.call(f"BATCH COMMIT {bid}")) == "+OK"
+    worker = await Fwp.connect(fwp.port, wid="w-mutate")
+    (got,) = await fetch_all(worker, "mut")
+    assert str(await worker.cmd("FAIL", {"jid": got["jid"], "errtype": "E", "message": "m"})) == (
+        "+OK"
+    )
+
+    async def counts():
+        st = await status(conn, bid)
+        return st["total"], st["pending"], st["failed"]
+
+    assert await counts() == (2, 1, 1)
+
+    async def mutate(cmd, target, jid):
+        reply = await conn.cmd("MUTATE", {"cmd": cmd, "target": target, "filter": {"jids": [jid]}})
+        assert str(reply) == "+OK"
+
+    await mutate("requeue", "dead", "fwp-mut-dies")
+    assert await counts() == (2, 2, 0)
+    await mutate("kill", "scheduled", "fwp-mut-later")
+    assert await counts() == (2, 1, 1)
+    await mutate("discard", "dead", "fwp-mut-later")  # settled already: counted as it was
+    assert await counts() == (2, 1, 1)
+    assert str(await conn.call("FLUSH")) == "+OK"  # the requeued member, deleted unsettled
+    assert await counts() == (2, 0, 2)
+    assert (await sql(database_url, "SELECT count(*) FROM werk_job_deps"))[0][0] == 0

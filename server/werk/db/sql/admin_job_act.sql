@@ -20,7 +20,7 @@ WITH clock AS (
     SELECT coalesce($8::timestamptz, now()) AS now
 ),
 target AS (
-    SELECT j.jid
+    SELECT j.jid, j.state
     FROM werk_jobs j
     WHERE ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
       AND ($2::text IS NULL OR j.queue = $2::text)
@@ -54,7 +54,7 @@ retried AS (
         unique_key = CASE WHEN j.state = 'scheduled' THEN j.unique_key END
     FROM clock c
     WHERE $9::text = 'retry' AND j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, j.state, j.dependents, j.dependencies, j.batch, j.finished_at
 ),
 -- Kill and cancel both stop the job; a killed job goes to dead, and one that never failed is
 -- marked as killed.
@@ -76,12 +76,23 @@ stopped AS (
                   END
     FROM clock c
     WHERE $9::text IN ('kill', 'cancel') AND j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, j.state, j.dependents, j.dependencies, j.batch, j.finished_at
 ),
 deleted AS (
     DELETE FROM werk_jobs j
     WHERE $9::text = 'delete' AND j.jid = ANY (ARRAY(SELECT t.jid FROM target t))
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, NULL::werk_job_state AS state, j.dependents, j.dependencies,
+              j.batch, NULL::timestamptz AS finished_at
+),
+-- The jobs with dependents or dependencies changed, with the state each had before (the
+-- settling of 0016_note_settlings.sql).
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch,
+                                  finished_at)
+    SELECT c.jid, t.state, c.state, c.dependents, c.dependencies, c.batch, c.finished_at
+    FROM (SELECT * FROM retried UNION ALL SELECT * FROM stopped UNION ALL SELECT * FROM deleted) c
+    JOIN target t ON t.jid = c.jid
+    WHERE c.dependents OR c.dependencies
 )
 SELECT jid, queue FROM retried
 UNION ALL SELECT jid, queue FROM stopped

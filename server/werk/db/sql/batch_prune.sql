@@ -19,6 +19,12 @@ callbacks AS (
     DELETE FROM werk_jobs w
     USING gone g
     WHERE w.jid IN (g.complete_jid, g.success_jid, g.death_jid) AND w.state = 'waiting'
+    RETURNING w.jid, w.dependents, w.dependencies, w.batch
+),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, dependents, dependencies, batch)
+    SELECT jid, 'waiting', dependents, dependencies, batch
+    FROM callbacks WHERE dependents OR dependencies
 )
 DELETE FROM werk_batches b
 USING gone g

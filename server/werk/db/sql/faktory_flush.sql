@@ -1,7 +1,12 @@
 -- FWP's FLUSH: wipe every job, the counters and the queues' paused flags (workers stay
 -- registered). Returns how many jobs were deleted.
 WITH jobs AS (
-    DELETE FROM werk_jobs RETURNING 1
+    DELETE FROM werk_jobs RETURNING jid, state, dependents, dependencies, batch
+),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, dependents, dependencies, batch)
+    SELECT jid, state, dependents, dependencies, batch
+    FROM jobs WHERE dependents OR dependencies
 ),
 counters AS (
     DELETE FROM werk_counters RETURNING 1

@@ -9,7 +9,7 @@ WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
 target AS (
-    SELECT j.jid
+    SELECT j.jid, j.state
     FROM werk_jobs j
     WHERE CASE $3::text
               WHEN 'retries' THEN j.state = 'scheduled' AND j.failed_at IS NOT NULL
@@ -28,14 +28,15 @@ target AS (
 deleted AS (
     DELETE FROM werk_jobs j USING target t
     WHERE j.jid = t.jid AND $2::text IN ('discard', 'clear')
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, NULL::werk_job_state AS state, j.dependents, j.dependencies,
+              j.batch, NULL::timestamptz AS finished_at
 ),
 killed AS (
     UPDATE werk_jobs j
     SET state = 'dead', finished_at = c.now
     FROM target t, clock c
     WHERE j.jid = t.jid AND $2::text = 'kill' AND j.state <> 'dead'
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, j.state, j.dependents, j.dependencies, j.batch, j.finished_at
 ),
 requeued AS (
     UPDATE werk_jobs j
@@ -47,7 +48,17 @@ requeued AS (
         unique_key = CASE WHEN j.state = 'dead' THEN NULL ELSE j.unique_key END
     FROM target t, clock c
     WHERE j.jid = t.jid AND $2::text = 'requeue'
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, j.state, j.dependents, j.dependencies, j.batch, j.finished_at
+),
+-- The jobs with dependents or dependencies changed, with the state each had before (the
+-- settling of 0016_note_settlings.sql).
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch,
+                                  finished_at)
+    SELECT c.jid, t.state, c.state, c.dependents, c.dependencies, c.batch, c.finished_at
+    FROM (SELECT * FROM deleted UNION ALL SELECT * FROM killed UNION ALL SELECT * FROM requeued) c
+    JOIN target t ON t.jid = c.jid
+    WHERE c.dependents OR c.dependencies
 )
 SELECT 'deleted' AS action, jid, queue FROM deleted
 UNION ALL SELECT 'killed', jid, queue FROM killed

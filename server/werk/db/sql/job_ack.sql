@@ -5,8 +5,9 @@
 -- completed job for inspection or the job was pushed with keep_result_for: a kept job becomes
 -- completed, with the result $6 maps its jid to (if any), kept until finished_at plus its
 -- keep_result_for (pruning adds WERK_COMPLETED_RETENTION). A job other jobs depend on is kept
--- too, so that its settling (the trigger in 0012_dependencies.sql) sees it completed, with its
--- result, not deleted. Returns two JSON arrays (each decoded
+-- too, so that its settling (noted in werk_job_changes, 0016_note_settlings.sql) sees it
+-- completed, with its result, not deleted; a deleted job with dependencies is noted there so
+-- that its edges go with it. Returns two JSON arrays (each decoded
 -- in one call): the jids completed, and those of them kept.
 -- The jobs are found by their keys alone and each is compared with its own item, never joined to
 -- a list of items: the planner sizes a join by werk_jobs's statistics, and with statistics taken
@@ -28,7 +29,7 @@ deleted AS (
       AND (j.lease = ($2::jsonb ->> j.jid)::uuid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
       AND j.keep_result_for IS NULL AND j.dependents IS NULL
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, j.dependencies
 ),
 -- Looked for only when the deletion did not take every job named (the count is evaluated once,
 -- before the scan): acks of jobs deleted at ack, the usual case, pay no second lookup.
@@ -44,7 +45,17 @@ kept AS (
       AND (j.lease = ($2::jsonb ->> j.jid)::uuid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
       AND ($3::boolean OR j.keep_result_for IS NOT NULL OR j.dependents)
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, j.dependents, j.dependencies, j.batch, j.result, j.finished_at
+),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch, result,
+                                  finished_at)
+    SELECT jid, 'active'::werk_job_state, NULL::werk_job_state, NULL::boolean, dependencies,
+           NULL::text, NULL::jsonb, NULL::timestamptz
+    FROM deleted WHERE dependencies
+    UNION ALL
+    SELECT jid, 'active', 'completed', dependents, dependencies, batch, result, finished_at
+    FROM kept WHERE dependents OR dependencies
 ),
 done AS (
     SELECT jid, queue, false AS kept FROM deleted UNION ALL SELECT jid, queue, true FROM kept

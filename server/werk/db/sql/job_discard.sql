@@ -5,5 +5,10 @@
 discarded AS (
     DELETE FROM werk_jobs j USING target t
     WHERE j.jid = t.jid AND t.outcome = 'discard'
-    RETURNING j.jid
+    RETURNING j.jid, j.dependents, j.dependencies, j.batch
+),
+discarded_noted AS (
+    INSERT INTO werk_job_changes (jid, before, dependents, dependencies, batch)
+    SELECT jid, 'active', dependents, dependencies, batch
+    FROM discarded WHERE dependents OR dependencies
 ),

@@ -3,13 +3,14 @@
 -- every node run this without expiring a job twice, and leaves a job a fetch is claiming to that
 -- fetch (which takes none past its expires_at). An expired job is finished, like a dead one: it
 -- leaves the unique index and is kept for browsing until pruned; an expired waiting job's
--- dependents follow their policy (the settling of 0012_dependencies.sql), as for any dependency
--- that ended badly. Counted per queue ($3 counter shard). Returns their jids and queues.
+-- dependents follow their policy (noted in werk_job_changes, 0016_note_settlings.sql), as for
+-- any dependency that ended badly. Counted per queue ($3 counter shard). Returns their jids and
+-- queues.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
 due AS (
-    SELECT j.jid
+    SELECT j.jid, j.state
     FROM werk_jobs j
     -- The clock spelled out, so it bounds the index scan (as in job_promote.sql).
     WHERE j.expires_at IS NOT NULL AND j.state IN ('scheduled', 'available', 'waiting')
@@ -23,7 +24,14 @@ expired AS (
     SET state = 'expired', finished_at = clock.now, waiting_for = NULL
     FROM due, clock
     WHERE j.jid = due.jid
-    RETURNING j.jid, j.queue
+    RETURNING j.jid, j.queue, due.state AS before, j.dependents, j.dependencies, j.batch,
+              j.finished_at
+),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch,
+                                  finished_at)
+    SELECT jid, before, 'expired', dependents, dependencies, batch, finished_at
+    FROM expired WHERE dependents OR dependencies
 ),
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, expired)

@@ -36,7 +36,13 @@ failed AS (
         error_backtrace = $6::text[]
     FROM target t, clock c
     WHERE j.jid = t.jid AND t.outcome <> 'discard'
-    RETURNING j.jid, j.state, j.run_at
+    RETURNING j.jid, j.state, j.run_at, j.dependents, j.dependencies, j.batch, j.finished_at
+),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch,
+                                  finished_at)
+    SELECT jid, 'active', state, dependents, dependencies, batch, finished_at
+    FROM failed WHERE dependents OR dependencies
 ),
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, processed, failed)

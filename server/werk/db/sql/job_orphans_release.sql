@@ -83,7 +83,14 @@ failed AS (
         error_backtrace = '{}'
     FROM target t, clock c
     WHERE j.jid = t.jid AND t.outcome <> 'discard'
-    RETURNING j.jid, j.queue, j.state, j.errtype, t.poisoned
+    RETURNING j.jid, j.queue, j.state, j.errtype, t.poisoned, j.dependents, j.dependencies,
+              j.batch, j.finished_at
+),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch,
+                                  finished_at)
+    SELECT jid, 'active', state, dependents, dependencies, batch, finished_at
+    FROM failed WHERE dependents OR dependencies
 ),
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, processed, failed, leases_expired)

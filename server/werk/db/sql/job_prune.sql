@@ -38,6 +38,14 @@ locked AS (
     SELECT j.jid FROM werk_jobs j JOIN doomed d ON d.jid = j.jid
     WHERE j.state IN ('dead', 'expired', 'skipped', 'completed')
     FOR UPDATE OF j SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM werk_jobs j USING locked l WHERE j.jid = l.jid
+    RETURNING j.jid, j.state, j.dependents, j.dependencies, j.batch
+),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, dependents, dependencies, batch)
+    SELECT jid, state, dependents, dependencies, batch
+    FROM deleted WHERE dependents OR dependencies
 )
-DELETE FROM werk_jobs j USING locked l WHERE j.jid = l.jid
-RETURNING j.state
+SELECT state FROM deleted

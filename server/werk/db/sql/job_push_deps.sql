@@ -86,12 +86,22 @@ inserted AS (
     ON CONFLICT (jid) DO NOTHING
     RETURNING jid, queue, batch
 ),
+-- The batches joined are locked in bid order (the order settlings take them in,
+-- 0015_settle_in_order.sql), not in whatever order the update below would meet them.
+joining AS (
+    SELECT b.bid
+    FROM werk_batches b
+    WHERE b.bid = ANY (ARRAY(SELECT DISTINCT i.batch FROM inserted i WHERE i.batch IS NOT NULL))
+    ORDER BY b.bid
+    FOR UPDATE
+),
 joined AS (
     UPDATE werk_batches b
     SET total = b.total + m.n
     FROM (SELECT i.batch, count(*)::int AS n
           FROM inserted i WHERE i.batch IS NOT NULL GROUP BY i.batch) m
     WHERE b.bid = m.batch AND NOT b.committed
+      AND b.bid = ANY (ARRAY(SELECT j.bid FROM joining j))
     RETURNING b.bid
 ),
 linked_inserted AS (

@@ -8,6 +8,12 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ),
 deleted AS (
-    DELETE FROM werk_jobs j USING doomed d WHERE j.jid = d.jid RETURNING j.jid
+    DELETE FROM werk_jobs j USING doomed d WHERE j.jid = d.jid
+    RETURNING j.jid, j.dependents, j.dependencies, j.batch
+),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, dependents, dependencies, batch)
+    SELECT jid, 'available', dependents, dependencies, batch
+    FROM deleted WHERE dependents OR dependencies
 )
 SELECT jid FROM deleted
