@@ -28,6 +28,7 @@ from werk.domain.bodies import (
     checked_json,
     integer,
     integral,
+    no_nul,
     with_defaults,
     without_nulls,
 )
@@ -272,6 +273,7 @@ class Fetch(Body):
     def __post_init__(self) -> None:
         if self.count is None or self.wait is None:
             with_defaults(self, ("count", "wait"))
+        no_nul(self, ("wid",))
         self.count = integral(self.count, "count")
 
 
@@ -302,6 +304,8 @@ class AckItem(Body):
     result: Annotated[Any, msgspec.Meta(description=_RESULT)] = None
 
     def __post_init__(self) -> None:
+        if "\x00" in self.jid:
+            no_nul(self, ("jid",))
         if self.result is not None:
             checked_json(self.result, "result")
 
@@ -352,6 +356,7 @@ class FailReport(Body):
     def __post_init__(self) -> None:
         if self.errtype is None or self.message is None or self.backtrace is None:
             with_defaults(self, ("errtype", "message", "backtrace"))
+        no_nul(self, ("errtype", "message", "backtrace"))
         if self.retry:
             raise InvalidField("retry", "Input should be False")
 
@@ -365,19 +370,18 @@ class FailResult(BaseModel):
 class Extend(Body):
     lease: Lease
     reserve_for: ReserveFor | None = None
-    # Absent (UNSET) and null both leave the last checkpoint.
     progress: Annotated[
         Any,
         msgspec.Meta(
             description="A checkpoint the next attempt receives as `progress` if this one does "
             f"not finish (null or absent: the last checkpoint stays). {JSON_LIMITS}"
         ),
-    ] = msgspec.UNSET
+    ] = None
 
     def __post_init__(self) -> None:
         if self.reserve_for is not None:
             self.reserve_for = integral(self.reserve_for, "reserve_for")
-        if self.progress is not None and self.progress is not msgspec.UNSET:
+        if self.progress is not None:
             checked_json(self.progress, "progress")
 
 
@@ -403,6 +407,7 @@ class Beat(Body):
     def __post_init__(self) -> None:
         if self.hostname is None or self.labels is None:
             with_defaults(self, ("hostname", "labels"))
+        no_nul(self, ("wid", "hostname", "labels"))
         if self.pid is not None:
             self.pid = integral(self.pid, "pid")
         if self.rss_kb is not None:

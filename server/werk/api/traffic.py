@@ -188,13 +188,13 @@ class TrafficRouter:
         try:
             value = plan.decode(body)
         except msgspec.ValidationError as exc:
+            # msgspec stops at the first invalid field: the rest may not even be JSON (which
+            # is the answer then, as for a body read whole first).
+            _readable(body)
             loc, message = located(exc)
             raise RequestValidationError([{"loc": ("body", loc), "msg": message}]) from None
         except (msgspec.DecodeError, RecursionError) as exc:
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-            raise RequestValidationError(
-                [{"type": "json_invalid", "loc": ("body",), "msg": reason}]
-            ) from None
+            raise _unreadable(exc) from None
         except ValidationError as exc:
             raise RequestValidationError(_located(("body",), exc.errors())) from None
         if jid is not None:
@@ -213,6 +213,21 @@ class TrafficRouter:
             else:  # request; the body is read: its receive has only the disconnect to give
                 kwargs[name] = Request(scope, receive)
         return kwargs
+
+
+def _readable(body: bytes) -> None:
+    """Raises invalid JSON's error unless ``body`` is JSON that jsonb can hold."""
+    try:
+        msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise _unreadable(exc) from None
+
+
+def _unreadable(exc: Exception) -> RequestValidationError:
+    """msgspec's refusal of a body that is no JSON it reads (nested too deeply for its
+    recursion, not UTF-8, an integer beyond what it decodes, ...) as invalid JSON."""
+    reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    return RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": reason}])
 
 
 def _located(where: tuple[str, ...], errors: list[Any]) -> list[Any]:

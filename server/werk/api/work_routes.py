@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import msgspec
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
@@ -114,8 +113,8 @@ async def extend(
         jid,
         body.lease,
         reserve_for=body.reserve_for,
-        progress=None if body.progress is msgspec.UNSET else body.progress,
-        set_progress=body.progress is not msgspec.UNSET,
+        progress=body.progress,
+        set_progress=body.progress is not None,
     )
     return JSON({"jid": jid, "lease_expires_at": expires})
 

@@ -529,7 +529,18 @@ def checked_json(value: Any, field: str) -> Any:
         raise InvalidField(field, str(exc)) from None
 
 
-MText = Annotated[str, msgspec.Meta(pattern=NO_NUL)]
+# Text that check_text allows: msgspec refuses lone surrogates itself; NUL, which a pattern
+# would find at a regular expression's cost per string, the body's __post_init__ refuses
+# (no_nul), and the schema states it as the pattern.
+MText = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": NO_NUL})]
+
+
+def no_nul(body: msgspec.Struct, names: Iterable[str]) -> None:
+    """check_text's NUL rule on the MText fields ``names`` (a text, a list of texts or None)."""
+    for name in names:
+        value = getattr(body, name)
+        if value and "\x00" in (value if type(value) is str else "".join(value)):
+            raise InvalidField(name, "must not contain NUL (\\u0000) characters")
 
 
 def exact(pattern: str) -> str:
