@@ -19,6 +19,7 @@ from werk.api import (
     metrics_routes,
     problems,
     system_routes,
+    traffic,
     work_routes,
 )
 from werk.api.auth import RequestGuard, authorize
@@ -196,6 +197,8 @@ def create_app(
     app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
     web.install(app, settings)  # the dashboard at /: login sessions, admin scope
+    traffic_routes = [*jobs_routes.TRAFFIC, *work_routes.TRAFFIC]
+    traffic.document(app, traffic_routes)
     problems.document(app, offline=("/livez",))  # after document_public: it reads `security`
     # Outermost last. The job traffic's router sits in front of FastAPI's (see werk.api.traffic)
     # and bounds and times its own requests as the next two do FastAPI's; in front of both:
@@ -204,7 +207,7 @@ def create_app(
     app.add_middleware(metrics_routes.TimeRequests, durations=durations)
     app.add_middleware(
         TrafficRouter,
-        routes=[*jobs_routes.TRAFFIC, *work_routes.TRAFFIC],
+        routes=traffic_routes,
         durations=durations,
         max_body_bytes=settings.max_body_bytes,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 
@@ -15,6 +16,8 @@ from tests.integration.admin.test_auth import CONFIG, bearer
 from werk.api import admin_schemas, schemas
 from werk.app import create_app
 from werk.config import Settings
+from werk.domain.bodies import Body
+from werk.domain.json_values import NO_NUL
 
 NULL_JOB = {
     "jid": None, "args": None, "queue": None, "priority": None, "reserve_for": None, "at": None,
@@ -264,7 +267,7 @@ def test_every_body_with_optional_fields_takes_null() -> None:
     bodies = [schemas.StrictBody]
     for cls in bodies:
         bodies.extend(cls.__subclasses__())
-    assert {schemas.Fetch, schemas.Lease, schemas.Ack, admin_schemas.BulkAction} <= set(bodies)
+    assert admin_schemas.BulkAction in bodies
     for cls in bodies:
         optional = [
             n
@@ -272,3 +275,50 @@ def test_every_body_with_optional_fields_takes_null() -> None:
             if not f.is_required() and not (f.default is None and f.annotation is Any)
         ]
         assert not optional or issubclass(cls, schemas.RequestBody), (cls, optional)
+
+
+# The required fields of each msgspec body (werk.domain.bodies.Body).
+_REQUIRED = {
+    schemas.Fetch: {"queues": ["q"], "wid": "w"},
+    schemas.Ack: {"lease": "l"},
+    schemas.AckItem: {"jid": "abcdefgh", "lease": "l"},
+    schemas.AckBatch: {"acks": [{"jid": "abcdefgh", "lease": "l"}]},
+    schemas.FailReport: {"lease": "l"},
+    schemas.Extend: {"lease": "l"},
+    schemas.Beat: {"wid": "w"},
+}
+
+
+def test_every_struct_body_reads_null_as_not_given() -> None:
+    """Each optional field of a msgspec body, sent as null, leaves the body as if it were absent
+    (its __post_init__ must put back each default that is not null)."""
+    bodies: list[type[Body]] = [Body]
+    for cls in bodies:
+        bodies.extend(cls.__subclasses__())
+    assert set(bodies) - {Body} <= set(_REQUIRED)
+    for cls, required in _REQUIRED.items():
+        optional = [f for f in cls.__struct_fields__ if f not in required]
+        absent = msgspec.json.decode(orjson.dumps(required), type=cls)
+        nulls = msgspec.json.decode(orjson.dumps({**required, **dict.fromkeys(optional)}), type=cls)
+        assert nulls == absent, cls
+
+
+def test_every_struct_text_the_schema_bars_nul_from_refuses_it() -> None:
+    """A text field whose schema states the NUL pattern refuses NUL (its body's no_nul)."""
+    checked = 0
+    for cls, required in _REQUIRED.items():
+        _, defs = msgspec.json.schema_components([cls])
+        for name, prop in defs[cls.__name__]["properties"].items():
+            for shape in prop.get("anyOf", [prop]):
+                nul: Any = None
+                if shape.get("pattern") == NO_NUL:
+                    nul = "abcdefgh\x00"
+                elif shape.get("items", {}).get("pattern") == NO_NUL:
+                    nul = ["abcdefgh\x00"]
+                if nul is None:
+                    continue
+                body = orjson.dumps({**required, name: nul})
+                with pytest.raises(msgspec.ValidationError, match="NUL"):
+                    msgspec.json.decode(body, type=cls)
+                checked += 1
+    assert checked >= 7

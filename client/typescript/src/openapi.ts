@@ -762,20 +762,16 @@ export interface components {
     schemas: {
         /** Ack */
         Ack: {
-            /** Lease */
             lease: string;
             /**
-             * Result
              * @description What the job produced, stored with the completed job when it is kept (pushed with `keep_result_for`, or the server keeps every completed job); null or absent: nothing. At most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused with 413 `result_too_large`. Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             * @default null
              */
             result?: unknown;
         };
         /** AckBatch */
         AckBatch: {
-            /**
-             * Acks
-             * @description At most `WERK_MAX_BATCH` items (1,000 unless configured); a larger batch is refused with a 422 that names the server's limit.
-             */
+            /** @description At most `WERK_MAX_BATCH` items (1,000 unless configured); a larger batch is refused with a 422 that names the server's limit. */
             acks: components["schemas"]["AckItem"][];
         };
         /** AckBatchResult */
@@ -787,13 +783,11 @@ export interface components {
         };
         /** AckItem */
         AckItem: {
-            /** Jid */
             jid: string;
-            /** Lease */
             lease: string;
             /**
-             * Result
              * @description What the job produced, stored with the completed job when it is kept (pushed with `keep_result_for`, or the server keeps every completed job); null or absent: nothing. At most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused with 413 `result_too_large`. Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             * @default null
              */
             result?: unknown;
         };
@@ -890,20 +884,19 @@ export interface components {
         };
         /** Beat */
         Beat: {
-            /** @description What the worker says it is doing. */
-            current_state?: components["schemas"]["WorkerState"] | null;
             /**
-             * Hostname
-             * @default
+             * @description What the worker says it is doing.
+             * @default null
              */
+            current_state?: components["schemas"]["WorkerState"] | null;
+            /** @default  */
             hostname?: string | null;
-            /** Labels */
+            /** @default [] */
             labels?: string[] | null;
-            /** Pid */
+            /** @default null */
             pid?: number | null;
-            /** Rss Kb */
+            /** @default null */
             rss_kb?: number | null;
-            /** Wid */
             wid: string;
         };
         /** BeatReply */
@@ -1079,14 +1072,13 @@ export interface components {
         };
         /** Extend */
         Extend: {
-            /** Lease */
             lease: string;
             /**
-             * Progress
              * @description A checkpoint the next attempt receives as `progress` if this one does not finish (null or absent: the last checkpoint stays). Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             * @default null
              */
             progress?: unknown;
-            /** Reserve For */
+            /** @default null */
             reserve_for?: number | null;
         };
         /** Extended */
@@ -1101,28 +1093,21 @@ export interface components {
         };
         /** FailReport */
         FailReport: {
-            /** Backtrace */
+            /** @default [] */
             backtrace?: string[] | null;
-            /**
-             * Errtype
-             * @default unknown
-             */
+            /** @default unknown */
             errtype?: string | null;
-            /** Lease */
             lease: string;
-            /**
-             * Message
-             * @default
-             */
+            /** @default  */
             message?: string | null;
             /**
-             * Retry
              * @description false: do not retry; the job is dead.
+             * @default null
              */
             retry?: false | null;
             /**
-             * Retry In
              * @description Retry after this many seconds instead of the backoff.
+             * @default null
              */
             retry_in?: number | null;
         };
@@ -1160,23 +1145,15 @@ export interface components {
         };
         /** Fetch */
         Fetch: {
-            /**
-             * Count
-             * @default 1
-             */
+            /** @default 1 */
             count?: number | null;
-            /**
-             * Queues
-             * @description Tried strictly in this order.
-             */
+            /** @description Tried strictly in this order. */
             queues: string[];
             /**
-             * Wait
              * @description Seconds to long-poll for a job (server maximum applies, 30 by default).
              * @default 0
              */
             wait?: number | null;
-            /** Wid */
             wid: string;
         };
         /** Fetched */

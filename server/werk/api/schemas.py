@@ -3,29 +3,33 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
+import msgspec
 from fastapi import Path
 from pydantic import (
     BaseModel,
     Field,
-    StringConstraints,
     WithJsonSchema,
     model_validator,
-    with_config,
 )
-from typing_extensions import TypedDict  # typing.TypedDict: pydantic needs Python 3.12
 
 from werk.config import Settings
 from werk.domain import job as rules
 from werk.domain.bodies import (
-    INTEGRAL,
     JSON_LIMITS,
     STRICT,
+    Body,
+    InvalidField,
     JobPushBody,
-    Json,
-    QueueName,
-    Text,
+    MQueueName,
+    MText,
+    Nullable,
+    checked_json,
+    integer,
+    integral,
+    no_nul,
+    with_defaults,
     without_nulls,
 )
 from werk.domain.job import JobSpec
@@ -33,9 +37,21 @@ from werk.domain.job import JobSpec
 # The jid of a stored job in a body: any the database may hold (its CHECK bounds the length
 # only), so a batch ack can settle every stored job, whatever its jid.
 StoredJid = Annotated[
-    Text, StringConstraints(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH)
+    MText, msgspec.Meta(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH)
 ]
-Wid = Annotated[Text, StringConstraints(min_length=1, max_length=100)]
+Wid = Annotated[MText, msgspec.Meta(min_length=1, max_length=100)]
+Lease = Annotated[str, msgspec.Meta(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
+if TYPE_CHECKING:  # integer(): an int once the body's __post_init__ ran
+    FetchCount: TypeAlias = int
+    ReserveFor: TypeAlias = int
+    Pid: TypeAlias = int
+    RssKb: TypeAlias = int
+else:
+    FetchCount = integer(1, rules.FETCH_MAX_COUNT)
+    ReserveFor = integer(rules.RESERVE_FOR_MIN, rules.RESERVE_FOR_MAX)
+    Pid = integer(0, 2**31 - 1)
+    # A bound well inside 2**53, so clients that hold numbers as doubles compare it exactly.
+    RssKb = integer(0, 2**50)
 # A path segment naming a job.
 JidInPath = Annotated[
     str, Path(min_length=1, max_length=rules.JID_MAX_LENGTH, pattern=rules.JID_PATTERN)
@@ -240,25 +256,29 @@ Prefer = Annotated[
 ]
 
 
-class Fetch(RequestBody):
-    queues: list[QueueName] = Field(
-        min_length=1, max_length=100, description="Tried strictly in this order."
-    )
+class Fetch(Body):
+    queues: Annotated[
+        list[MQueueName],
+        msgspec.Meta(min_length=1, max_length=100, description="Tried strictly in this order."),
+    ]
     wid: Wid
-    count: Annotated[int, Field(ge=1, le=rules.FETCH_MAX_COUNT), INTEGRAL] = 1
-    wait: float = Field(
-        0,
-        ge=0,
-        description="Seconds to long-poll for a job (server maximum applies, 30 by default).",
-    )
+    count: Nullable[FetchCount] = 1
+    wait: Annotated[
+        Nullable[Annotated[float, msgspec.Meta(ge=0)]],
+        msgspec.Meta(
+            description="Seconds to long-poll for a job (server maximum applies, 30 by default)."
+        ),
+    ] = 0
+
+    def __post_init__(self) -> None:
+        if self.count is None or self.wait is None:
+            with_defaults(self, ("count", "wait"))
+        no_nul(self, ("wid",))
+        self.count = integral(self.count, "count")
 
 
 class Fetched(BaseModel):
     jobs: list[FetchedJob]
-
-
-class Lease(StrictBody):
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 
 
 _RESULT = (
@@ -269,32 +289,41 @@ _RESULT = (
 )
 
 
-# Its one optional field defaults to null: a StrictBody needs no validator for "null means
-# not given".
-class Ack(StrictBody):
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
-    result: Json = Field(None, description=_RESULT)
+class Ack(Body):
+    lease: Lease
+    result: Annotated[Any, msgspec.Meta(description=_RESULT)] = None
+
+    def __post_init__(self) -> None:
+        if self.result is not None:
+            checked_json(self.result, "result")
 
 
-# A dict, not a model: validating a batch then builds no model object per item.
-@with_config(STRICT)
-class AckItem(TypedDict):
+class AckItem(Body):
     jid: StoredJid
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
-    result: NotRequired[Annotated[Json, Field(description=_RESULT)]]
+    lease: Lease
+    result: Annotated[Any, msgspec.Meta(description=_RESULT)] = None
+
+    def __post_init__(self) -> None:
+        if "\x00" in self.jid:
+            no_nul(self, ("jid",))
+        if self.result is not None:
+            checked_json(self.result, "result")
 
 
-class AckBatch(StrictBody):
-    acks: list[AckItem] = Field(
-        min_length=1, json_schema_extra={"maxItems": DEFAULT_MAX_BATCH}, description=_MAX_BATCH
-    )
+class AckBatch(Body):
+    acks: Annotated[
+        list[AckItem],
+        msgspec.Meta(
+            min_length=1, extra_json_schema={"maxItems": DEFAULT_MAX_BATCH}, description=_MAX_BATCH
+        ),
+    ]
 
     def pairs(self) -> list[tuple[str, str]]:
-        return [(a["jid"], a["lease"]) for a in self.acks]
+        return [(a.jid, a.lease) for a in self.acks]
 
     def results(self) -> dict[str, Any]:
         """Per jid, the result its item carries (items without one are left out)."""
-        return {a["jid"]: a["result"] for a in self.acks if a.get("result") is not None}
+        return {a.jid: a.result for a in self.acks if a.result is not None}
 
 
 class AckBatchResult(BaseModel):
@@ -302,20 +331,34 @@ class AckBatchResult(BaseModel):
     lease_lost: list[str]
 
 
-class FailReport(RequestBody):
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
-    errtype: Annotated[Text, Field(max_length=rules.ERRTYPE_MAX_LENGTH)] = "unknown"
-    message: Annotated[Text, Field(max_length=rules.MESSAGE_MAX_LENGTH)] = ""
-    backtrace: list[Annotated[Text, Field(max_length=10_000)]] = Field(
-        default_factory=list, max_length=rules.BACKTRACE_MAX_LINES
+class FailReport(Body):
+    lease: Lease
+    errtype: Nullable[Annotated[MText, msgspec.Meta(max_length=rules.ERRTYPE_MAX_LENGTH)]] = (
+        "unknown"
     )
-    retry_in: float | None = Field(
-        None,
-        ge=0,
-        le=365 * 86400,
-        description="Retry after this many seconds instead of the backoff.",
-    )
-    retry: Literal[False] | None = Field(None, description="false: do not retry; the job is dead.")
+    message: Nullable[Annotated[MText, msgspec.Meta(max_length=rules.MESSAGE_MAX_LENGTH)]] = ""
+    backtrace: Nullable[
+        Annotated[
+            list[Annotated[MText, msgspec.Meta(max_length=10_000)]],
+            msgspec.Meta(max_length=rules.BACKTRACE_MAX_LINES),
+        ]
+    ] = msgspec.field(default_factory=list)
+    retry_in: Annotated[
+        Annotated[float, msgspec.Meta(ge=0, le=365 * 86400)] | None,
+        msgspec.Meta(description="Retry after this many seconds instead of the backoff."),
+    ] = None
+    # JSON Schema's const; msgspec's Literal takes no booleans.
+    retry: Annotated[
+        Annotated[bool, msgspec.Meta(extra_json_schema={"const": False})] | None,
+        msgspec.Meta(description="false: do not retry; the job is dead."),
+    ] = None
+
+    def __post_init__(self) -> None:
+        if self.errtype is None or self.message is None or self.backtrace is None:
+            with_defaults(self, ("errtype", "message", "backtrace"))
+        no_nul(self, ("errtype", "message", "backtrace"))
+        if self.retry:
+            raise InvalidField("retry", "Input should be False")
 
 
 class FailResult(BaseModel):
@@ -324,16 +367,22 @@ class FailResult(BaseModel):
     next_at: datetime | None
 
 
-class Extend(RequestBody):
-    lease: Annotated[str, StringConstraints(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
-    reserve_for: (
-        Annotated[int, Field(ge=rules.RESERVE_FOR_MIN, le=rules.RESERVE_FOR_MAX), INTEGRAL] | None
-    ) = None
-    progress: Json = Field(
-        None,
-        description="A checkpoint the next attempt receives as `progress` if this one does not "
-        f"finish (null or absent: the last checkpoint stays). {JSON_LIMITS}",
-    )
+class Extend(Body):
+    lease: Lease
+    reserve_for: ReserveFor | None = None
+    progress: Annotated[
+        Any,
+        msgspec.Meta(
+            description="A checkpoint the next attempt receives as `progress` if this one does "
+            f"not finish (null or absent: the last checkpoint stays). {JSON_LIMITS}"
+        ),
+    ] = None
+
+    def __post_init__(self) -> None:
+        if self.reserve_for is not None:
+            self.reserve_for = integral(self.reserve_for, "reserve_for")
+        if self.progress is not None:
+            checked_json(self.progress, "progress")
 
 
 class Extended(BaseModel):
@@ -341,19 +390,28 @@ class Extended(BaseModel):
     lease_expires_at: datetime
 
 
-class Beat(RequestBody):
+class Beat(Body):
     wid: Wid
-    hostname: Annotated[Text, Field(max_length=255)] = ""
-    pid: Annotated[int, Field(ge=0, le=2**31 - 1), INTEGRAL] | None = None
-    labels: list[Annotated[Text, Field(max_length=100)]] = Field(
-        default_factory=list, max_length=100
-    )
-    # Not strict: an enum arrives from JSON as its string value.
-    current_state: rules.WorkerState | None = Field(
-        None, strict=False, description="What the worker says it is doing."
-    )
-    # A bound well inside 2**53, so clients that hold numbers as doubles compare it exactly.
-    rss_kb: Annotated[int, Field(ge=0, le=2**50), INTEGRAL] | None = None
+    hostname: Nullable[Annotated[MText, msgspec.Meta(max_length=255)]] = ""
+    pid: Pid | None = None
+    labels: Nullable[
+        Annotated[
+            list[Annotated[MText, msgspec.Meta(max_length=100)]], msgspec.Meta(max_length=100)
+        ]
+    ] = msgspec.field(default_factory=list)
+    current_state: Annotated[
+        rules.WorkerState | None, msgspec.Meta(description="What the worker says it is doing.")
+    ] = None
+    rss_kb: RssKb | None = None
+
+    def __post_init__(self) -> None:
+        if self.hostname is None or self.labels is None:
+            with_defaults(self, ("hostname", "labels"))
+        no_nul(self, ("wid", "hostname", "labels"))
+        if self.pid is not None:
+            self.pid = integral(self.pid, "pid")
+        if self.rss_kb is not None:
+            self.rss_kb = integral(self.rss_kb, "rss_kb")
 
 
 class BeatReply(BaseModel):

@@ -16,8 +16,10 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any, TypeVar, get_args, get_type_hints
 
+import msgspec
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from pydantic import StringConstraints, TypeAdapter, ValidationError
 from starlette.requests import Request
@@ -29,10 +31,22 @@ from werk.api.limits import ClientGone, read_body
 from werk.api.problems import json_media
 from werk.config import Scope as AuthScope
 from werk.domain import job as rules
+from werk.domain.bodies import located
 from werk.errors import UnsupportedMediaType
 from werk.services.metrics import RequestDurations
 
 Endpoint = Callable[..., Awaitable[Response]]
+T = TypeVar("T")
+
+
+def _served_by_traffic() -> None:
+    raise RuntimeError("a traffic body is decoded by werk.api.traffic, never by FastAPI")
+
+
+# The ``body`` of a traffic endpoint whose model is a msgspec Struct: FastAPI, which only
+# declares the route, takes it for a dependency without parameters (nothing to document); the
+# request body is documented from the Struct (document()).
+Traffic = Annotated[T, Depends(_served_by_traffic)]
 
 # What an endpoint served here may take (see TrafficRoute).
 _ARGUMENTS = frozenset({"body", "services", "settings", "jid", "prefer", "request"})
@@ -60,14 +74,24 @@ class TrafficRoute:
 
     @property
     def body_type(self) -> Any:
-        """The ``body`` annotation: a model, or a TypedDict (validated the same way)."""
-        return get_type_hints(self.endpoint, include_extras=True)["body"]
+        """The ``body`` annotation: a msgspec Struct (``Traffic[...]``), a model, or a
+        TypedDict (validated the same way)."""
+        hint = get_type_hints(self.endpoint, include_extras=True)["body"]
+        return get_args(hint)[0] if _is_traffic(hint) else hint
+
+
+def _is_struct(body_type: Any) -> bool:
+    return isinstance(body_type, type) and issubclass(body_type, msgspec.Struct)
+
+
+def _is_traffic(hint: Any) -> bool:
+    return any(getattr(m, "dependency", None) is _served_by_traffic for m in get_args(hint)[1:])
 
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
     route: TrafficRoute
-    body: TypeAdapter[Any]
+    decode: Callable[[bytes], Any]
     extra: tuple[str, ...]  # what the endpoint takes besides ``body`` and ``services``
 
 
@@ -93,7 +117,12 @@ class TrafficRouter:
             if not {"body", "services"} <= set(names) <= _ARGUMENTS:
                 raise TypeError(f"{route.path}: see TrafficRoute for what its endpoint may take")
             extra = tuple(n for n in names if n not in ("body", "services"))
-            plan = _Plan(route, TypeAdapter(route.body_type), extra)
+            body_type = route.body_type
+            if _is_struct(body_type):
+                decode = msgspec.json.Decoder(body_type).decode
+            else:
+                decode = TypeAdapter(body_type).validate_json  # type: ignore[assignment]
+            plan = _Plan(route, decode, extra)
             if "{jid}" in route.path:
                 head, _, tail = route.path.partition("{jid}")
                 self._by_jid.append((route.method, head, tail, plan))
@@ -157,7 +186,15 @@ class TrafficRouter:
             raise UnsupportedMediaType()
         body = await read_body(scope, receive, self._max_body_bytes)
         try:
-            value = plan.body.validate_json(body)
+            value = plan.decode(body)
+        except msgspec.ValidationError as exc:
+            # msgspec stops at the first invalid field: the rest may not even be JSON (which
+            # is the answer then, as for a body read whole first).
+            _readable(body)
+            loc, message = located(exc)
+            raise RequestValidationError([{"loc": ("body", loc), "msg": message}]) from None
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise _unreadable(exc) from None
         except ValidationError as exc:
             raise RequestValidationError(_located(("body",), exc.errors())) from None
         if jid is not None:
@@ -178,6 +215,21 @@ class TrafficRouter:
         return kwargs
 
 
+def _readable(body: bytes) -> None:
+    """Raises invalid JSON's error unless ``body`` is JSON that jsonb can hold."""
+    try:
+        msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise _unreadable(exc) from None
+
+
+def _unreadable(exc: Exception) -> RequestValidationError:
+    """msgspec's refusal of a body that is no JSON it reads (nested too deeply for its
+    recursion, not UTF-8, an integer beyond what it decodes, ...) as invalid JSON."""
+    reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    return RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": reason}])
+
+
 def _located(where: tuple[str, ...], errors: list[Any]) -> list[Any]:
     """pydantic's errors as FastAPI reports them: each ``loc`` starts with where it was."""
     return [{**e, "loc": (*where, *e["loc"])} for e in errors]
@@ -192,3 +244,54 @@ async def _handle(scope: Scope, exc: Exception) -> Response:
             response: Response = await handler(Request(scope), exc)
             return response
     raise exc
+
+
+def document(app: FastAPI, routes: Sequence[TrafficRoute]) -> None:
+    """States each msgspec body of ``routes`` in the OpenAPI document: the operation's request
+    body, and the Structs' schemas (msgspec.json.schema_components) among the components."""
+    generate = app.openapi
+    bodies = {(r.method.lower(), r.path): r.body_type for r in routes}
+    structs = {k: t for k, t in bodies.items() if _is_struct(t)}
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()
+        refs, components = msgspec.json.schema_components(
+            list(structs.values()), ref_template="#/components/schemas/{name}"
+        )
+        for (method, path), ref in zip(structs, refs, strict=True):
+            schema["paths"][path][method]["requestBody"] = {
+                "content": {"application/json": {"schema": ref}},
+                "required": True,
+            }
+        known = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, component in components.items():
+            if name in known and "enum" in component:
+                continue  # the same enum, as the responses state it
+            if name in known:
+                raise RuntimeError(f"two schemas named {name}")
+            known[name] = _integers(component)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _integers(node: Any) -> Any:
+    """An integer() field as JSON Schema states it: an integer (31.0 is one)."""
+    if isinstance(node, dict):
+        node = {k: _integers(v) for k, v in node.items()}
+        options = node.get("anyOf")
+        if options and {"type": "integer"} in [{"type": o.get("type")} for o in options]:
+            kept = [
+                o
+                for o in options
+                if not (o.get("type") == "number" and {**o, "type": "integer"} in options)
+            ]
+            node["anyOf"] = kept
+            if len(kept) == 1:
+                node.update(node.pop("anyOf")[0])
+        return node
+    if isinstance(node, list):
+        return [_integers(v) for v in node]
+    return node

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from werk.api import schemas
 from werk.api.disconnect import disconnection
 from werk.api.responses import JSON
-from werk.api.traffic import TrafficRoute
+from werk.api.traffic import Traffic, TrafficRoute
 from werk.errors import InvalidRequest
 from werk.http.deps import ServicesDep, SettingsDep
 from werk.services.views import fetched_view
@@ -30,7 +30,7 @@ _RESULT_TOO_LARGE: dict[int | str, dict[str, Any]] = {
 
 @router.post("/fetch", operation_id="work-fetch", response_model=schemas.Fetched)
 async def fetch(
-    body: schemas.Fetch, services: ServicesDep, settings: SettingsDep, request: Request
+    body: Traffic[schemas.Fetch], services: ServicesDep, settings: SettingsDep, request: Request
 ) -> Response:
     """Reserve up to `count` jobs from `queues` (in order); long-poll up to `wait` seconds.
     A client that disconnects while waiting gets nothing reserved for it."""
@@ -48,7 +48,9 @@ async def fetch(
     status_code=204,
     responses={**_LEASE_LOST, **_RESULT_TOO_LARGE},
 )
-async def ack(body: schemas.Ack, services: ServicesDep, jid: schemas.JidInPath) -> Response:
+async def ack(
+    body: Traffic[schemas.Ack], services: ServicesDep, jid: schemas.JidInPath
+) -> Response:
     """The attempt succeeded: the job is completed, and deleted unless it is kept (pushed with
     `keep_result_for`), in which case `result` is stored with it."""
     await services.settle.ack(jid, body.lease, body.result)
@@ -62,7 +64,7 @@ async def ack(body: schemas.Ack, services: ServicesDep, jid: schemas.JidInPath) 
     responses=_RESULT_TOO_LARGE,
 )
 async def ack_batch(
-    body: schemas.AckBatch, services: ServicesDep, settings: SettingsDep
+    body: Traffic[schemas.AckBatch], services: ServicesDep, settings: SettingsDep
 ) -> Response:
     """Ack many jobs at once; jobs whose lease is not current are listed, not acked. A result
     too large refuses the whole request (413), acking nothing."""
@@ -81,7 +83,9 @@ async def ack_batch(
     response_model=schemas.FailResult,
     responses=_LEASE_LOST,
 )
-async def fail(body: schemas.FailReport, services: ServicesDep, jid: schemas.JidInPath) -> Response:
+async def fail(
+    body: Traffic[schemas.FailReport], services: ServicesDep, jid: schemas.JidInPath
+) -> Response:
     """The attempt failed: retry after the backoff (or `retry_in`), or dead/discarded."""
     result = await services.settle.fail(
         jid,
@@ -101,20 +105,22 @@ async def fail(body: schemas.FailReport, services: ServicesDep, jid: schemas.Jid
     response_model=schemas.Extended,
     responses=_LEASE_LOST,
 )
-async def extend(body: schemas.Extend, services: ServicesDep, jid: schemas.JidInPath) -> Response:
+async def extend(
+    body: Traffic[schemas.Extend], services: ServicesDep, jid: schemas.JidInPath
+) -> Response:
     """Extend the lease (by `reserve_for`, else the job's own) and optionally checkpoint."""
     expires = await services.settle.extend(
         jid,
         body.lease,
         reserve_for=body.reserve_for,
         progress=body.progress,
-        set_progress="progress" in body.model_fields_set,
+        set_progress=body.progress is not None,
     )
     return JSON({"jid": jid, "lease_expires_at": expires})
 
 
 @router.post("/beat", operation_id="work-beat", response_model=schemas.BeatReply)
-async def beat(body: schemas.Beat, services: ServicesDep) -> Response:
+async def beat(body: Traffic[schemas.Beat], services: ServicesDep) -> Response:
     """Heartbeat of a worker process; the answer says whether to keep running, quiet or stop."""
     state = await services.workers.beat(
         body.wid,

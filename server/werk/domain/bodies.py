@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, Optional, TypeAlias, TypeVar
 
+import msgspec
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -427,3 +428,126 @@ else:
     CallbackJobBody = Annotated[
         CallbackJob, BeforeValidator(lambda data: without_nulls(data, _CALLBACK_OPTIONAL))
     ]
+
+
+# The request bodies as msgspec decodes them (werk.api.traffic builds one decoder per body).
+# Their rules, which JSON Schema states the same way (msgspec.json.schema):
+# - strict types, no unknown keys (forbid_unknown_fields);
+# - null on an optional field means "not given": the field is declared ``T | None`` with its
+#   default, and the body's __post_init__ puts the default back (with_defaults);
+# - an integer may come as a number without fraction (JSON Schema counts 31.0 as an integer):
+#   integer() takes both, the body's __post_init__ makes it an int (integral), and the schema
+#   says integer (werk.api.traffic's document);
+# - a check msgspec cannot state (check_json, a rule between fields) runs in __post_init__ and
+#   raises InvalidField, which names the field in the error's location.
+
+
+T = TypeVar("T")
+if TYPE_CHECKING:  # once the body's __post_init__ ran (with_defaults), never None
+    Nullable: TypeAlias = Annotated[T, "null means not given"]
+else:
+    Nullable = Optional[T]  # noqa: UP045 (a generic alias: Nullable[int] is int | None)
+
+
+class Body(msgspec.Struct, forbid_unknown_fields=True):
+    """A request body: strict, no unknown keys."""
+
+
+class InvalidField(ValueError):
+    """A body's field is invalid: msgspec reports the body's location, the message names the
+    field (read back by located())."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{_FIELD_MARK}{field}: {message}")
+
+
+_FIELD_MARK = "field "
+_UNKNOWN = "Object contains unknown field `"
+_MISSING = "Object missing required field `"
+
+
+def located(error: msgspec.ValidationError) -> tuple[str, str]:
+    """msgspec's error as (location, message): ``$.jobs[0].queue`` is ``jobs.0.queue``, the
+    body itself ``body``; a missing, unknown or InvalidField key is named in the location."""
+    text = str(error)
+    message, at, path = text.rpartition(" - at `")
+    if not at:
+        message, path = text, "$`"
+    parts = [p for p in path[1:-1].replace("[", ".").replace("]", "").split(".") if p]
+    for mark in (_UNKNOWN, _MISSING):
+        if message.startswith(mark):
+            name = message[len(mark) :].partition("`")[0]
+            parts.append(name)
+            message = "Extra inputs are not permitted" if mark == _UNKNOWN else "Field required"
+    if message.startswith(_FIELD_MARK):
+        name, _, message = message[len(_FIELD_MARK) :].partition(": ")
+        parts.append(name)
+    return ".".join(parts) or "body", message
+
+
+def integral(value: int | float, field: str) -> int:
+    """``value`` of an integer() field as an int."""
+    if type(value) is float:
+        if not value.is_integer():
+            raise InvalidField(field, "Input should be a valid integer")
+        return int(value)
+    return value  # type: ignore[return-value]
+
+
+def integer(ge: int, le: int) -> Any:
+    """The type of an integer field in [ge, le] (see integral)."""
+    return Annotated[int, msgspec.Meta(ge=ge, le=le)] | Annotated[float, msgspec.Meta(ge=ge, le=le)]
+
+
+def with_defaults(body: msgspec.Struct, names: Iterable[str]) -> None:
+    """Null on the optional fields ``names`` means "not given": their defaults apply."""
+    cls = type(body)
+    for name in names:
+        if getattr(body, name) is None:
+            setattr(body, name, _default_of(cls, name))
+
+
+def _default_of(cls: type[msgspec.Struct], name: str) -> Any:
+    fields = cls.__struct_fields__
+    defaults = cls.__struct_defaults__
+    default = defaults[fields.index(name) - (len(fields) - len(defaults))]
+    return default.factory() if isinstance(default, _FACTORY) else default
+
+
+_FACTORY = type(
+    msgspec.defstruct(
+        "_Probe", [("x", list, msgspec.field(default_factory=list))]
+    ).__struct_defaults__[0]
+)
+
+
+def checked_json(value: Any, field: str) -> Any:
+    """check_json's rule on a body's field."""
+    try:
+        return check_json(value)
+    except ValueError as exc:
+        raise InvalidField(field, str(exc)) from None
+
+
+# Text that check_text allows: msgspec refuses lone surrogates itself; NUL, which a pattern
+# would find at a regular expression's cost per string, the body's __post_init__ refuses
+# (no_nul), and the schema states it as the pattern.
+MText = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": NO_NUL})]
+
+
+def no_nul(body: msgspec.Struct, names: Iterable[str]) -> None:
+    """check_text's NUL rule on the MText fields ``names`` (a text, a list of texts or None)."""
+    for name in names:
+        value = getattr(body, name)
+        if value and "\x00" in (value if type(value) is str else "".join(value)):
+            raise InvalidField(name, "must not contain NUL (\\u0000) characters")
+
+
+def exact(pattern: str) -> str:
+    """``pattern`` (``^...$``) as msgspec must be given it: it searches with Python's re, whose
+    "$" also matches before a final newline; ECMA's (JSON Schema's) does not, and the lookahead
+    means the same to both."""
+    return pattern + r"(?!\n)"
+
+
+MQueueName = Annotated[str, msgspec.Meta(pattern=exact(rules.QUEUE_PATTERN))]
