@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import subprocess
 
@@ -199,3 +200,36 @@ async def test_a_slot_takes_the_next_job_while_the_last_ack_is_on_its_way(werk_s
     await asyncio.wait_for(running, 15)
     assert started == [0, 1, 2]
     await client.aclose()
+
+
+async def test_settled_jobs_are_freed_without_the_cycle_collector(werk_server):
+    # A reference cycle per job (the job seen by the handler pointing back at the worker's
+    # record of it) leaves every finished job, its task and its record to the cyclic garbage
+    # collector, which then takes much of a busy worker's time.
+    from werk_client.running import RunningJob
+
+    async def plain() -> None:
+        pass
+
+    async def with_job(job) -> None:
+        assert job.jid
+
+    queue = "freed-at-once"
+    registry = Registry()
+    registry.register("plain", plain)
+    registry.register("with_job", with_job, with_job=True)
+    worker = Worker(registry, url=werk_server.url, queues=[queue], fetch_wait=1, beat_interval=10)
+    gc.collect()
+    gc.disable()
+    try:
+        async with AsyncClient(werk_server.url) as client:
+            for i in range(10):
+                await client.push("with_job" if i % 2 else "plain", queue=queue)
+            running = asyncio.create_task(worker.run_async())
+            await _eventually(lambda: worker.processed == 10, timeout=10)
+            worker.stop()
+            await asyncio.wait_for(running, 15)
+        alive = sum(isinstance(o, RunningJob) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert alive == 0

@@ -9,7 +9,6 @@ checkpoint, so it can resume instead of starting over.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any, Protocol
 
 from .models import Dependencies, JobRecord
@@ -37,7 +36,9 @@ class Job:
         self._progress: Any = record.progress
         self._logger = logger
         self._log: logging.LoggerAdapter[logging.Logger] | None = None
-        self._timed_out = threading.Event()
+        # Set once by the worker's loop (or the child's signal handler) and only polled: a
+        # plain flag does, without a lock and condition for every job.
+        self._timed_out = False
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -103,7 +104,7 @@ class Job:
         """True once the job's timeout passed: stop and return (or raise), the attempt fails
         with ``Timeout`` anyway. Plain (thread) handlers poll it, since a thread cannot be
         interrupted; ``async def`` handlers are cancelled instead."""
-        return self._timed_out.is_set()
+        return self._timed_out
 
     def checkpoint(self, progress: Any) -> None:
         """Record ``progress`` (any JSON value) and extend the lease; blocks until stored.

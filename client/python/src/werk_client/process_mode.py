@@ -99,7 +99,7 @@ def _child_main(
 
     def timed_out(signum: int, frame: Any) -> None:
         # The worker's soft stop at the job's timeout (it kills the child after the grace).
-        job._timed_out.set()
+        job._timed_out = True
         raise TimeoutError("the job's timeout passed")
 
     signal.signal(signal.SIGTERM, timed_out)

@@ -90,8 +90,9 @@ class Handler:
             jobtype=jobtype, func=func, style=style, is_async=_is_async(func), timeout=timeout
         )
 
-    def call(self, args: list[Any], job: Job) -> Any:
-        """Invoke with the handler's calling convention (returns a coroutine if async)."""
+    def call(self, args: list[Any], job: Job | None) -> Any:
+        """Invoke with the handler's calling convention (returns a coroutine if async); ``job``
+        may be None for a handler that takes only the args."""
         if self.style == "job":
             return self.func(job)
         if self.style == "args_and_job":

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .failures import FailureReport, describe_failure
+from .job import Job
 from .process_mode import ProcessRunner
 from .registry import Handler, Middleware, Registry
 from .results import sendable_result
@@ -71,9 +72,14 @@ class Runner:
             return FailureReport(
                 errtype="InvalidTimeout", message=str(exc), backtrace=[], retry=False
             )
+        handler = run.handler
+        # What the handler and the middleware see of the job, built only for them, and held by
+        # this call rather than by ``run``: the job refers to ``run``, and a reference back
+        # would make every finished job a cycle that only the garbage collector frees.
+        job = Job(run.record, run, run.log) if self._middleware or handler.style != "args" else None
         if timeout is None:
-            return await self._run(run, run.handler)
-        return await self._run_within(run, run.handler, timeout)
+            return await self._run(run, handler, job)
+        return await self._run_within(run, handler, job, timeout)
 
     @staticmethod
     def _timeout(run: RunningJob, handler: Handler) -> float | None:
@@ -84,16 +90,17 @@ class Runner:
         return check_timeout(timeout, run.record.reserve_for, where=f"job {run.record.jid}")
 
     async def _run_within(
-        self, run: RunningJob, handler: Handler, limit: float
+        self, run: RunningJob, handler: Handler, job: Job | None, limit: float
     ) -> FailureReport | None:
         """``_run`` limited to ``limit`` seconds, then asked to stop; failed with ``Timeout``
         after ``timeout_grace`` more seconds whether it stopped or not."""
-        task = asyncio.ensure_future(self._run(run, handler))
+        task = asyncio.ensure_future(self._run(run, handler, job))
         try:
             done, _ = await asyncio.wait((task,), timeout=limit)
             if done:
                 return task.result()
-            run.job._timed_out.set()
+            if job is not None:  # a handler without it cannot look
+                job._timed_out = True
             if run.interrupt is not None:
                 run.interrupt()  # the job's child process: SIGTERM
             elif handler.is_async:
@@ -118,13 +125,15 @@ class Runner:
             backtrace=[],
         )
 
-    async def _run(self, run: RunningJob, handler: Handler) -> FailureReport | None:
+    async def _run(
+        self, run: RunningJob, handler: Handler, job: Job | None
+    ) -> FailureReport | None:
         if not self._middleware and self._processes is None:
             try:
                 if handler.is_async:
-                    value = await handler.call(run.record.args, run.job)
+                    value = await handler.call(run.record.args, job)
                 else:
-                    value = await self._in_thread(handler, run)
+                    value = await self._in_thread(handler, run, job)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
@@ -140,15 +149,16 @@ class Runner:
                     handler, run.record, self._max_lines(run), started=run.interrupted_by
                 )
             elif handler.is_async:
-                value = await handler.call(run.record.args, run.job)
+                value = await handler.call(run.record.args, job)
             else:
-                value = await self._in_thread(handler, run)
+                value = await self._in_thread(handler, run, job)
             if value is not None:
                 run.result = sendable_result(value, run.fields())
 
         chain: Callable[[], Awaitable[None]] = execute
-        for middleware in reversed(self._middleware):
-            chain = functools.partial(middleware, run.job, chain)
+        if job is not None:
+            for middleware in reversed(self._middleware):
+                chain = functools.partial(middleware, job, chain)
         try:
             await chain()
         except asyncio.CancelledError:
@@ -157,14 +167,14 @@ class Runner:
             return describe_failure(exc, self._max_lines(run))
         return None
 
-    async def _in_thread(self, handler: Handler, run: RunningJob) -> Any:
+    async def _in_thread(self, handler: Handler, run: RunningJob, job: Job | None) -> Any:
         """A plain handler on the thread pool, with the caller's context variables; what it
         returned."""
         loop = asyncio.get_running_loop()
         if self._handoff is None:
             self._handoff = LoopHandoff(loop)
         context = contextvars.copy_context()
-        call = functools.partial(context.run, handler.call, run.record.args, run.job)
+        call = functools.partial(context.run, handler.call, run.record.args, job)
         future: asyncio.Future[Any] = loop.create_future()
         self._threads.run_for(call, future, self._handoff)
         result = await future

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .job import Job
 from .models import JobRecord
 from .registry import Handler
 
@@ -36,9 +35,9 @@ class RunningJob:
         "handler",
         "handling",
         "interrupt",
-        "job",
         "keeper",
         "keeping",
+        "log",
         "lost",
         "next_extend",
         "record",
@@ -67,7 +66,7 @@ class RunningJob:
         self.next_extend = self.started + keeper.interval(record)
         self.task: asyncio.Task[None] | None = None
         self.interrupt: Callable[[], None] | None = None  # asks its child process to stop
-        self.job = Job(record, self, log)
+        self.log = log  # for the ``Job`` the runner builds
 
     def interrupted_by(self, stop: Callable[[], None]) -> None:
         self.interrupt = stop

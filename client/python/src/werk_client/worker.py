@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import logging
 import os
@@ -51,10 +50,6 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-def _handled(jobs: RunningJobs, run: RunningJob, _: object) -> None:
-    jobs.handled(run)
 
 
 async def _call_hook(hook: Callable[[], Any]) -> None:
@@ -347,6 +342,8 @@ class Worker:
             run.settled = True
             if run.task is not None:
                 run.task.cancel()
+            # A task cancelled before its first step runs none of ``_process``.
+            self._jobs.handled(run)
         report = FailureReport(
             errtype="WorkerShutdown",
             message="the worker shut down before the job finished",
@@ -360,11 +357,8 @@ class Worker:
 
     def _start(self, record: JobRecord) -> None:
         run = RunningJob(record, self.registry.get(record.jobtype), self._keeper, self.log)
-        jobs = self._jobs
-        jobs.add(run)
-        run.task = task = self._loop_create_task(self._process(run))
-        # Also when the task is cancelled before it ran (then none of _process runs).
-        task.add_done_callback(functools.partial(_handled, jobs, run))
+        self._jobs.add(run)
+        run.task = self._loop_create_task(self._process(run))
 
     async def _process(self, run: RunningJob) -> None:
         keeper = self._keeper
