@@ -41,7 +41,7 @@ async def test_every_peer_driver_runs_every_row(
     assert all(r["failures"] == [] for r in records), [r["failures"] for r in records]
     for name in harness.NAMES:
         (run,) = runs[name]
-        assert run["push1"]["jobs"] == 50 and run["push8"]["jobs"] == 100, name
+        assert run["push1"]["jobs"] == 60 and run["push8"]["jobs"] == 60, name
         assert run["batch"]["jobs"] == 60 and run["work"]["jobs"] == 60, name
         for key in ("push1", "push8", "batch", "work"):
             assert run[key]["rate"] > 0, (name, key)
