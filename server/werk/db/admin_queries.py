@@ -116,6 +116,11 @@ async def signal_workers(db: Executor, wids: list[str] | None, state: str) -> li
     return await db.fetch(sql("worker_signal"), wids, state)
 
 
+async def signal_worker(db: Executor, wid: str, state: str) -> str | None:
+    found: str | None = await db.fetchval(sql("worker_signal_one"), wid, state)
+    return found
+
+
 # -- history and metrics --------------------------------------------------------------------
 
 

@@ -195,13 +195,10 @@ class AdminService:
     async def signal(self, wid: str, state: WorkerState) -> str:
         """Ask one worker to quiet or terminate; returns its state (a state only moves
         forward, so quieting a terminating worker leaves it terminating)."""
-        changed = await admin_queries.signal_workers(self._pool, [wid], state.value)
-        if changed:
-            return str(changed[0]["state"])
-        rows = await admin_queries.list_workers(self._pool, include_gone=False, wid=wid)
-        if not rows:
+        found = await admin_queries.signal_worker(self._pool, wid, state.value)
+        if found is None:
             raise WorkerNotFound(f"no live worker with wid {wid!r}")
-        return str(rows[0]["state"])
+        return found
 
     async def signal_all(self, state: WorkerState) -> int:
         """Ask every live worker to quiet or terminate; returns how many changed state."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from tests.conftest import InProcess
@@ -102,3 +103,20 @@ async def test_quiet_and_terminate_all(api: InProcess) -> None:
     r = await api.http.post("/v1/workers/terminate")
     assert r.json() == {"changed": 2}
     assert [await beat(api, w) for w in ("a", "b", "c")] == ["terminate"] * 3
+
+
+async def test_quiet_racing_a_first_beat_is_never_lost(api: InProcess) -> None:
+    """An operator's quiet sent while the worker's first beat is being recorded is either
+    refused (404: the caller asks again) or delivered by the next beat, never answered as done
+    and then lost."""
+    answered = 0
+    for i in range(150):
+        wid = f"racer-{i}"
+        _, r = await asyncio.gather(beat(api, wid), api.http.post(f"/v1/workers/{wid}/quiet"))
+        if r.status_code == 200:
+            answered += 1
+            assert r.json() == {"wid": wid, "state": "quiet"}, r.json()
+            assert await beat(api, wid) == "quiet", wid
+        else:
+            assert r.status_code == 404, r.text
+    assert answered > 0
