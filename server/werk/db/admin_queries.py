@@ -112,8 +112,8 @@ async def list_workers(db: Executor, *, include_gone: bool, wid: str | None = No
     return await db.fetch(sql("worker_list"), include_gone, wid)
 
 
-async def signal_workers(db: Executor, wids: list[str] | None, state: str) -> list[Any]:
-    return await db.fetch(sql("worker_signal"), wids, state)
+async def signal_all_workers(db: Executor, state: str) -> list[Any]:
+    return await db.fetch(sql("worker_signal_all"), state)
 
 
 async def signal_worker(db: Executor, wid: str, state: str) -> str | None:

@@ -202,7 +202,7 @@ class AdminService:
 
     async def signal_all(self, state: WorkerState) -> int:
         """Ask every live worker to quiet or terminate; returns how many changed state."""
-        return len(await admin_queries.signal_workers(self._pool, None, state.value))
+        return len(await admin_queries.signal_all_workers(self._pool, state.value))
 
     # -- totals and history --------------------------------------------------------------
 
