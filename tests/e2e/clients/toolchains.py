@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import warnings
 from pathlib import Path
@@ -26,13 +27,24 @@ def skip_loudly(message: str) -> None:
 
 
 def run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(
-        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if result.returncode != 0:
-        pytest.fail(f"`{' '.join(cmd)}` in {cwd} failed ({result.returncode}):\n"
-                    f"{result.stdout[-6000:]}\n{result.stderr[-6000:]}")  # fmt: skip
-    return result.stdout
+    """The command's output; it fails the test on a non-zero exit or after ``timeout`` seconds.
+    The command runs in a session of its own so a timeout kills what it started too (node --test
+    runs each test file in a child process), and the failure shows what it printed until then."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"`{' '.join(cmd)}` in {cwd} timed out after {timeout} s:\n"
+                    f"{stdout[-6000:]}\n{stderr[-6000:]}")  # fmt: skip
+    if proc.returncode != 0:
+        pytest.fail(f"`{' '.join(cmd)}` in {cwd} failed ({proc.returncode}):\n"
+                    f"{stdout[-6000:]}\n{stderr[-6000:]}")  # fmt: skip
+    return stdout
 
 
 def node_found() -> tuple[str, str]:
