@@ -14,7 +14,7 @@ from werk.api.jobs_routes import wants_minimal
 from werk.db.pool import connect
 from werk.db.sql import sql
 from werk.domain import job as job_model
-from werk.domain.bodies import JobPush
+from werk.domain.bodies import MAX_ERRORS, JobPush
 from werk.domain.jids import new_jid, new_jids
 from werk.domain.job import JobSpec
 
@@ -478,3 +478,21 @@ async def test_a_fetch_waiting_when_a_minimal_batch_lands_is_woken_and_gets_a_jo
 )
 def test_prefer_header_parsing(header, minimal):
     assert wants_minimal(header) is minimal
+
+
+async def test_every_invalid_field_is_named(api, database_url):
+    """msgspec stops at the first invalid field; the answer still names each (as many as
+    MAX_ERRORS), in a single job and across a batch's items."""
+    job = {"jobtype": "", "queue": "a b", "priority": "x", "retry": 2000, "custom": [1]}
+    r = await api.http.post("/v1/jobs", json=job)
+    assert r.status_code == 422, r.text
+    locs = [e["loc"] for e in r.json()["errors"]]
+    assert locs == ["jobtype", "queue", "priority", "retry", "custom"]
+    jobs = [{"jobtype": "a"}, {"jobtype": "b", "queue": "a b"}, {"jobtype": "c", "jid": "x"}]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert [e["loc"] for e in r.json()["errors"]] == ["jobs.1.queue", "jobs.2.jid"]
+    jobs = [{"jobtype": "a", "queue": "a b"}] * (MAX_ERRORS + 5)
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    locs = [e["loc"] for e in r.json()["errors"]]
+    assert locs == [f"jobs.{i}.queue" for i in range(MAX_ERRORS)]
+    assert await count_jobs(database_url) == 0

@@ -33,7 +33,7 @@ from werk.api.limits import ClientGone, read_body
 from werk.api.problems import json_media
 from werk.config import Scope as AuthScope
 from werk.domain import job as rules
-from werk.domain.bodies import EXACT, Body, located
+from werk.domain.bodies import EXACT, Body, every_error
 from werk.errors import UnsupportedMediaType
 from werk.services.metrics import RequestDurations
 
@@ -182,9 +182,10 @@ class TrafficRouter:
         except msgspec.ValidationError as exc:
             # msgspec stops at the first invalid field: the rest may not even be JSON (which
             # is the answer then, as for a body read whole first).
-            _readable(body)
-            loc, message = located(exc)
-            raise RequestValidationError([{"loc": ("body", loc), "msg": message}]) from None
+            invalid = every_error(plan.route.body_type, _readable(body), exc)
+            raise RequestValidationError(
+                [{"loc": ("body", loc), "msg": message} for loc, message in invalid]
+            ) from None
         except (msgspec.DecodeError, RecursionError) as exc:
             raise _unreadable(exc) from None
         if jid is not None:
@@ -207,10 +208,10 @@ class TrafficRouter:
         return kwargs
 
 
-def _readable(body: bytes) -> None:
-    """Raises invalid JSON's error unless ``body`` is JSON that jsonb can hold."""
+def _readable(body: bytes) -> Any:
+    """``body`` decoded; raises invalid JSON's error unless it is JSON that jsonb can hold."""
     try:
-        msgspec.json.decode(body)
+        return msgspec.json.decode(body)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise _unreadable(exc) from None
 

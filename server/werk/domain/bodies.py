@@ -80,7 +80,52 @@ def located(error: msgspec.ValidationError) -> tuple[str, str]:
     if message.startswith(_FIELD_MARK):
         name, _, message = message[len(_FIELD_MARK) :].partition(": ")
         parts.append(name)
-    return ".".join(parts) or "body", message
+    return ".".join(parts) or "body", message.replace(EXACT, "")
+
+
+# A body's errors listed at most: each after the first costs validating the body again.
+MAX_ERRORS = 10
+
+
+def every_error(
+    body_type: type[msgspec.Struct], data: Any, first: msgspec.ValidationError
+) -> list[tuple[str, str]]:
+    """The located() errors of ``data`` (parsed JSON) as ``body_type``, ``first`` (the error
+    msgspec stops at) first: each field found invalid is left out and the rest validated
+    again, until none is found or the field cannot be left out (an item, a missing field; a
+    required field left out is missing, which its object's other fields are checked before)."""
+    errors: list[tuple[str, str]] = []
+    error: msgspec.ValidationError | None = first
+    while error is not None and len(errors) < MAX_ERRORS:
+        loc, message = located(error)
+        if any(loc == seen for seen, _ in errors):
+            break
+        errors.append((loc, message))
+        if not _left_out(data, loc):
+            break
+        try:
+            msgspec.convert(data, body_type)
+            error = None
+        except msgspec.ValidationError as exc:
+            error = exc
+    return errors
+
+
+def _left_out(data: Any, loc: str) -> bool:
+    """Removes the key at ``loc`` (``jobs.1.queue``) from ``data``: whether it was there."""
+    *path, name = loc.split(".")
+    node = data
+    for part in path:
+        if type(node) is dict:
+            node = node.get(part)
+        elif type(node) is list and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    if type(node) is dict and loc != "body" and name in node:
+        del node[name]
+        return True
+    return False
 
 
 def integral(value: int | float, field: str) -> int:
@@ -199,8 +244,9 @@ else:
     Retry = integer(rules.RETRY_MIN, rules.RETRY_MAX)
     Backtrace = integer(0, rules.BACKTRACE_MAX_LINES)
     KeepResultFor = integer(0, rules.KEEP_RESULT_FOR_MAX)
-# Any object (msgspec states a dict's schema without additionalProperties, which some generators
-# read as an object without keys).
+# Any array, any object: msgspec states them without items or additionalProperties, which some
+# generators cannot read (or read as an object without keys).
+JsonArray = Annotated[list[Any], msgspec.Meta(extra_json_schema={"items": {}})]
 JsonObject = Annotated[
     dict[str, Any], msgspec.Meta(extra_json_schema={"additionalProperties": True})
 ]
@@ -314,7 +360,7 @@ class CallbackJob(Body, kw_only=True):
         ),
     ] = None
     jobtype: Annotated[MText, msgspec.Meta(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH)]
-    args: Annotated[Nullable[list[Any]], _about(JSON_LIMITS)] = msgspec.field(default_factory=list)
+    args: Annotated[Nullable[JsonArray], _about(JSON_LIMITS)] = msgspec.field(default_factory=list)
     queue: Nullable[MQueueName] = "default"
     priority: Annotated[Nullable[Priority], _about("Higher runs first within a queue.")] = 0
     reserve_for: Annotated[
