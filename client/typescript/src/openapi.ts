@@ -980,10 +980,7 @@ export interface components {
             args?: unknown[] | null;
             /** @default 0 */
             backtrace?: number | null;
-            /**
-             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
-             * @default {}
-             */
+            /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels. */
             custom?: {
                 [key: string]: unknown;
             } | null;
@@ -1443,10 +1440,7 @@ export interface components {
              * @default null
              */
             batch?: string | null;
-            /**
-             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
-             * @default {}
-             */
+            /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels. */
             custom?: {
                 [key: string]: unknown;
             } | null;

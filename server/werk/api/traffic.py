@@ -272,9 +272,10 @@ def _subclasses(cls: type[Body]) -> list[type[Body]]:
 
 def _stated(node: Any) -> Any:
     """A Struct's schema as JSON Schema states its rules: an integer() field as an integer
-    (31.0 is one), an exact() pattern as the pattern it is in ECMA's syntax."""
+    (31.0 is one), an exact() pattern as the pattern it is in ECMA's syntax, and no empty
+    object as a default (some generators take none but null)."""
     if isinstance(node, dict):
-        node = {k: _stated(v) for k, v in node.items()}
+        node = {k: _stated(v) for k, v in node.items() if not (k == "default" and v == {})}
         pattern = node.get("pattern")
         if isinstance(pattern, str) and pattern.endswith(EXACT):
             node["pattern"] = pattern.removesuffix(EXACT)
