@@ -31,10 +31,10 @@ JSON_LIMITS = (
 # - an integer may come as a number without fraction (JSON Schema counts 31.0 as an integer):
 #   integer() takes both, the body's __post_init__ makes it an int (integral), and the schema
 #   says integer (werk.api.traffic's document);
-# - a check msgspec cannot state (check_json, a rule between fields) runs in __post_init__ and
-#   raises InvalidField, which names the field in the error's location (a rule between fields
-#   raises ValueError: the body is its location), and a rule between fields is stated by the
-#   body's schema_extra (werk.api.traffic's document).
+# - a check msgspec cannot state runs in __post_init__: a field's (check_json) raises
+#   InvalidField, which names the field in the error's location; a rule between fields raises
+#   ValueError (located at the body) and the body's schema_extra states it (werk.api.traffic's
+#   document).
 
 
 T = TypeVar("T")
