@@ -197,7 +197,12 @@ def create_app(
     app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
     web.install(app, settings)  # the dashboard at /: login sessions, admin scope
-    traffic_routes = [*jobs_routes.TRAFFIC, *work_routes.TRAFFIC]
+    traffic_routes = [
+        *jobs_routes.TRAFFIC,
+        *work_routes.TRAFFIC,
+        *batches_routes.TRAFFIC,
+        *admin_routes.TRAFFIC,
+    ]
     traffic.document(app, traffic_routes)
     problems.document(app, offline=("/livez",))  # after document_public: it reads `security`
     # Outermost last. The job traffic's router sits in front of FastAPI's (see werk.api.traffic)

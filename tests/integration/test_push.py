@@ -6,15 +6,15 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta, timezone
 
+import msgspec
 import pytest
-from pydantic import TypeAdapter
 
 from tests.support.helpers import count_jobs
 from werk.api.jobs_routes import wants_minimal
 from werk.db.pool import connect
 from werk.db.sql import sql
 from werk.domain import job as job_model
-from werk.domain.bodies import JobPush
+from werk.domain.bodies import MAX_ERRORS, JobPush
 from werk.domain.jids import new_jid, new_jids
 from werk.domain.job import JobSpec
 
@@ -364,17 +364,15 @@ async def test_a_pushed_job_is_answered_as_it_is_stored(api):
 
 
 def test_the_defaults_the_schema_states_are_the_ones_applied():
-    """A pushed job is validated as a dict whose absent fields take JobSpec's defaults; the
-    schema states them separately (json_schema_extra), so the two must agree."""
-    properties = TypeAdapter(JobPush).json_schema()["properties"]
+    """The schema states each optional field's default (JobPush's); a job that leaves the
+    field out takes JobSpec's (a producer's SDK builds JobSpec too): the two must agree."""
+    _, components = msgspec.json.schema_components([JobPush])
+    properties = components["JobPush"]["properties"]
     stated = {name: p["default"] for name, p in properties.items() if "default" in p}
-    assert set(stated) == {
-        "jid", "queue", "priority", "reserve_for", "at", "retry", "backtrace", "keep_result_for",
-        "expires_at", "expires_in", "ref", "on_dependency_failure", "batch",
-    }  # fmt: skip
+    assert set(stated) == set(properties) - {"jobtype"}
     spec = JobSpec(jobtype="x")
     assert {name: getattr(spec, name) for name in stated} == stated
-    assert (spec.args, spec.custom) == ([], {})
+    assert msgspec.json.decode(b'{"jobtype": "x"}', type=JobPush).spec() == spec
 
 
 async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
@@ -480,3 +478,21 @@ async def test_a_fetch_waiting_when_a_minimal_batch_lands_is_woken_and_gets_a_jo
 )
 def test_prefer_header_parsing(header, minimal):
     assert wants_minimal(header) is minimal
+
+
+async def test_every_invalid_field_is_named(api, database_url):
+    """msgspec stops at the first invalid field; the answer still names each (as many as
+    MAX_ERRORS), in a single job and across a batch's items."""
+    job = {"jobtype": "", "queue": "a b", "priority": "x", "retry": 2000, "custom": [1]}
+    r = await api.http.post("/v1/jobs", json=job)
+    assert r.status_code == 422, r.text
+    locs = [e["loc"] for e in r.json()["errors"]]
+    assert locs == ["jobtype", "queue", "priority", "retry", "custom"]
+    jobs = [{"jobtype": "a"}, {"jobtype": "b", "queue": "a b"}, {"jobtype": "c", "jid": "x"}]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    assert [e["loc"] for e in r.json()["errors"]] == ["jobs.1.queue", "jobs.2.jid"]
+    jobs = [{"jobtype": "a", "queue": "a b"}] * (MAX_ERRORS + 5)
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": jobs})
+    locs = [e["loc"] for e in r.json()["errors"]]
+    assert locs == [f"jobs.{i}.queue" for i in range(MAX_ERRORS)]
+    assert await count_jobs(database_url) == 0

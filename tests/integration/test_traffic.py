@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import InProcess
 from tests.integration.admin.test_auth import CONFIG, bearer
-from werk.api import jobs_routes, work_routes
+from werk.api import admin_routes, batches_routes, jobs_routes, work_routes
 from werk.api.traffic import TrafficRoute
 
 _TRAFFIC = ("/v1/fetch", "/v1/ack", "/v1/beat", "/v1/jobs/", "/v1/jobs")
@@ -33,7 +33,7 @@ def fastapi_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     assert not [p for p in calls if p.startswith(_TRAFFIC)], calls
 
 
-@pytest.mark.parametrize("module", [jobs_routes, work_routes])
+@pytest.mark.parametrize("module", [jobs_routes, work_routes, batches_routes, admin_routes])
 def test_each_traffic_route_is_a_documented_route(module: Any) -> None:
     documented = {
         (method, route.path, route.endpoint)

@@ -858,17 +858,26 @@ export interface components {
         };
         /** BatchNew */
         BatchNew: {
-            /** Description */
+            /** @default null */
             description?: string | null;
-            /** @description Run once every member has settled. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            /**
+             * @description Run once every member has settled. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422).
+             * @default null
+             */
             on_complete?: components["schemas"]["CallbackJob"] | null;
-            /** @description Run once, when the first member ends without completing (dead, expired, cancelled, skipped, or deleted unfinished); skipped if the batch succeeds without. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            /**
+             * @description Run once, when the first member ends without completing (dead, expired, cancelled, skipped, or deleted unfinished); skipped if the batch succeeds without. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422).
+             * @default null
+             */
             on_death?: components["schemas"]["CallbackJob"] | null;
-            /** @description Run once every member has completed. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422). */
+            /**
+             * @description Run once every member has completed. A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that names a stored job is refused (422).
+             * @default null
+             */
             on_success?: components["schemas"]["CallbackJob"] | null;
             /**
-             * Parent
              * @description An open batch this one is a member of: it settles in the parent when it finishes, and its first death is the parent's too.
+             * @default null
              */
             parent?: string | null;
         };
@@ -909,30 +918,29 @@ export interface components {
          */
         BulkAction: {
             /**
-             * Failed
              * @description Jobs that failed at least once (or never).
+             * @default null
              */
             failed?: boolean | null;
-            /** Jobtype */
+            /** @default null */
             jobtype?: string | null;
             /**
-             * Limit
              * @description Change at most this many jobs.
              * @default 1000
              */
             limit?: number | null;
             /**
-             * Q
              * @description Words: a job matches when each word begins a word of its args or custom values (strings, numbers, booleans; not keys), errtype or message, case-insensitively. Scheduled, retrying, dead, completed, expired and cancelled jobs are found through an index; available jobs are read per queue.
+             * @default null
              */
             q?: string | null;
-            /** Queue */
+            /** @default null */
             queue?: string | null;
             /**
-             * State
              * @description `retrying` = scheduled jobs that failed before.
+             * @default null
              */
-            state?: ("scheduled" | "retrying" | "available" | "active" | "waiting" | "completed" | "dead" | "cancelled" | "expired" | "skipped") | null;
+            state?: ("active" | "available" | "cancelled" | "completed" | "dead" | "expired" | "retrying" | "scheduled" | "skipped" | "waiting") | null;
         };
         /** BulkResult */
         BulkResult: {
@@ -959,57 +967,47 @@ export interface components {
              */
             state: string | null;
         };
-        /** CallbackJob */
+        /**
+         * CallbackJob
+         * @description A batch's callback job: a push's fields but those that would make it wait for something
+         *     else than its batch (a time, a key, dependencies, another batch, an expiry, a ref).
+         */
         CallbackJob: {
             /**
-             * Args
              * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             * @default []
              */
             args?: unknown[] | null;
-            /**
-             * Backtrace
-             * @default 0
-             */
+            /** @default 0 */
             backtrace?: number | null;
-            /**
-             * Custom
-             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
-             */
+            /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels. */
             custom?: {
                 [key: string]: unknown;
             } | null;
             /**
-             * Jid
              * @description Unique id; generated when absent. Re-pushing an existing jid stores nothing new and returns the stored job.
+             * @default null
              */
             jid?: string | null;
-            /** Jobtype */
             jobtype: string;
             /**
-             * Keep Result For
              * @description Seconds the job stays readable as completed after its ack, with the result the ack carried (GET /v1/jobs/{jid}/result); 0: deleted at ack (unless the server's WERK_COMPLETED_RETENTION keeps every completed job).
              * @default 0
              */
             keep_result_for?: number | null;
             /**
-             * Priority
              * @description Higher runs first within a queue.
              * @default 0
              */
             priority?: number | null;
-            /**
-             * Queue
-             * @default default
-             */
+            /** @default default */
             queue?: string | null;
             /**
-             * Reserve For
              * @description Seconds a fetched job stays leased before it expires.
              * @default 1800
              */
             reserve_for?: number | null;
             /**
-             * Retry
              * @description Retries before dead; 0 discards on failure, -1 is dead on the first failure.
              * @default 25
              */
@@ -1046,12 +1044,12 @@ export interface components {
          * @description A dependency with its own policy.
          */
         DependencyBody: {
-            /**
-             * Job
-             * @description A ref of this batch, or a stored job's jid.
-             */
+            /** @description A ref of this batch, or a stored job's jid. */
             job: string;
-            /** @description This edge's policy; absent: the job's `on_dependency_failure`. */
+            /**
+             * @description This edge's policy; absent: the job's `on_dependency_failure`.
+             * @default null
+             */
             on_failure?: components["schemas"]["DependencyPolicy"] | null;
         };
         /**
@@ -1368,10 +1366,7 @@ export interface components {
         };
         /** JobBatchPush */
         JobBatchPush: {
-            /**
-             * Jobs
-             * @description At most `WERK_MAX_BATCH` items (1,000 unless configured); a larger batch is refused with a 422 that names the server's limit.
-             */
+            /** @description At most `WERK_MAX_BATCH` items (1,000 unless configured); a larger batch is refused with a 422 that names the server's limit. */
             jobs: components["schemas"]["JobPush"][];
         };
         /**
@@ -1429,56 +1424,48 @@ export interface components {
          */
         JobPush: {
             /**
-             * Args
              * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
+             * @default []
              */
             args?: unknown[] | null;
             /**
-             * At
              * @description Run no earlier than this (RFC 3339 with a time zone); it must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z (in UTC).
+             * @default null
              */
             at?: string | null;
-            /**
-             * Backtrace
-             * @default 0
-             */
+            /** @default 0 */
             backtrace?: number | null;
             /**
-             * Batch
              * @description The bid of an open batch the job joins (`POST /v1/batches`); a batch not found is refused (404 `batch_not_found`), a committed one too (409 `batch_committed`).
+             * @default null
              */
             batch?: string | null;
-            /**
-             * Custom
-             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels.
-             */
+            /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), integers within 64 bits, finite numbers, nested at most 64 levels. */
             custom?: {
                 [key: string]: unknown;
             } | null;
             /**
-             * Depends On
              * @description Jobs this one waits for (state `waiting`) until each is settled: refs of items of the same batch, or jids of stored jobs (a ref is looked up first). A dependency neither in the batch nor stored is refused (422 `dependency_not_found`); one completed and still stored counts as completed, with its result. The job receives its completed dependencies' results (`dependencies` of the fetched job).
+             * @default null
              */
             depends_on?: (string | components["schemas"]["DependencyBody"])[] | null;
             /**
-             * Expires At
              * @description Never run the job if it has not started by then (RFC 3339); it becomes `expired`. Not with `expires_in`; it must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z (in UTC).
+             * @default null
              */
             expires_at?: string | null;
             /**
-             * Expires In
              * @description As `expires_at`, in seconds from `at` (or the push).
+             * @default null
              */
             expires_in?: number | null;
             /**
-             * Jid
              * @description Unique id; generated when absent. Re-pushing an existing jid stores nothing new and returns the stored job.
+             * @default null
              */
             jid?: string | null;
-            /** Jobtype */
             jobtype: string;
             /**
-             * Keep Result For
              * @description Seconds the job stays readable as completed after its ack, with the result the ack carried (GET /v1/jobs/{jid}/result); 0: deleted at ack (unless the server's WERK_COMPLETED_RETENTION keeps every completed job).
              * @default 0
              */
@@ -1489,34 +1476,31 @@ export interface components {
              */
             on_dependency_failure?: components["schemas"]["DependencyPolicy"] | null;
             /**
-             * Priority
              * @description Higher runs first within a queue.
              * @default 0
              */
             priority?: number | null;
-            /**
-             * Queue
-             * @default default
-             */
+            /** @default default */
             queue?: string | null;
             /**
-             * Ref
              * @description The job's name in its batch, for `depends_on` of other items; the answer maps each ref to its jid.
+             * @default null
              */
             ref?: string | null;
             /**
-             * Reserve For
              * @description Seconds a fetched job stays leased before it expires.
              * @default 1800
              */
             reserve_for?: number | null;
             /**
-             * Retry
              * @description Retries before dead; 0 discards on failure, -1 is dead on the first failure.
              * @default 25
              */
             retry?: number | null;
-            /** @description Store the job only if no other holds its key. */
+            /**
+             * @description Store the job only if no other holds its key.
+             * @default null
+             */
             unique?: components["schemas"]["UniqueBody"] | null;
         };
         /**
@@ -1776,18 +1760,18 @@ export interface components {
          */
         UniqueBody: {
             /**
-             * By
              * @description Hash only these paths (`args.0`, `custom.tenant.id`) besides jobtype and queue; not with `key`.
+             * @default null
              */
             by?: string[] | null;
             /**
-             * For
              * @description Seconds the lock holds at most, from the job's `at` (or the push); absent: as long as the job holds it.
+             * @default null
              */
             for?: number | null;
             /**
-             * Key
              * @description The lock's name; absent: a hash of jobtype, queue and args (or the `by` paths), in canonical JSON.
+             * @default null
              */
             key?: string | null;
             /**

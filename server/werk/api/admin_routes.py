@@ -11,6 +11,7 @@ from starlette.responses import Response
 from werk.api import admin_schemas as s
 from werk.api import schemas
 from werk.api.responses import JSON
+from werk.api.traffic import Traffic, TrafficRoute
 from werk.domain.job import QUEUE_PATTERN, WorkerState
 from werk.domain.json_values import NO_NUL
 from werk.http.deps import ServicesDep
@@ -140,25 +141,25 @@ async def _bulk(services: Services, action: JobAction, body: s.BulkAction) -> Re
 
 
 @router.post("/jobs/retry", operation_id="admin-jobs-retry-bulk", response_model=s.BulkResult)
-async def retry_jobs(body: s.BulkAction, services: ServicesDep) -> Response:
+async def retry_jobs(body: Traffic[s.BulkAction], services: ServicesDep) -> Response:
     """Retry now every matching dead or scheduled job, up to `limit`."""
     return await _bulk(services, "retry", body)
 
 
 @router.post("/jobs/kill", operation_id="admin-jobs-kill-bulk", response_model=s.BulkResult)
-async def kill_jobs(body: s.BulkAction, services: ServicesDep) -> Response:
+async def kill_jobs(body: Traffic[s.BulkAction], services: ServicesDep) -> Response:
     """Kill every matching scheduled, available or active job, up to `limit`."""
     return await _bulk(services, "kill", body)
 
 
 @router.post("/jobs/cancel", operation_id="admin-jobs-cancel-bulk", response_model=s.BulkResult)
-async def cancel_jobs(body: s.BulkAction, services: ServicesDep) -> Response:
+async def cancel_jobs(body: Traffic[s.BulkAction], services: ServicesDep) -> Response:
     """Cancel every matching scheduled, available or active job, up to `limit`."""
     return await _bulk(services, "cancel", body)
 
 
 @router.post("/jobs/delete", operation_id="admin-jobs-delete-bulk", response_model=s.BulkResult)
-async def delete_jobs(body: s.BulkAction, services: ServicesDep) -> Response:
+async def delete_jobs(body: Traffic[s.BulkAction], services: ServicesDep) -> Response:
     """Delete every matching job, up to `limit`."""
     return await _bulk(services, "delete", body)
 
@@ -270,3 +271,12 @@ async def history(
 ) -> Response:
     """Processed, failed and pushed per UTC day, oldest first (survives job deletion)."""
     return JSON({"days": await services.admin.history(days, queue)})
+
+
+# Dispatched by werk.api.traffic (FastAPI's router documents them).
+TRAFFIC = [
+    TrafficRoute("POST", "/v1/jobs/retry", retry_jobs, "admin"),
+    TrafficRoute("POST", "/v1/jobs/kill", kill_jobs, "admin"),
+    TrafficRoute("POST", "/v1/jobs/cancel", cancel_jobs, "admin"),
+    TrafficRoute("POST", "/v1/jobs/delete", delete_jobs, "admin"),
+]

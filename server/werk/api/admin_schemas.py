@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
 
-from pydantic import BaseModel, Field, StringConstraints
+import msgspec
+from pydantic import BaseModel, Field
 
-from werk.api.schemas import Job, RequestBody
+from werk.api.schemas import Job
 from werk.domain import job as rules
-from werk.domain.bodies import INTEGRAL, QueueName
-from werk.domain.json_values import NO_NUL
+from werk.domain.bodies import (
+    Body,
+    MQueueName,
+    MText,
+    Nullable,
+    integer,
+    integral,
+    texts,
+    with_defaults,
+)
 
 # What the job list's and the bulk actions' q matches (werk_job_search, migration 0011).
 Q_DESCRIPTION = (
@@ -33,10 +42,12 @@ StateFilter = Literal[
     "skipped",
 ]
 Order = Literal["newest", "oldest"]
-SearchText = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
-JobtypeFilter = Annotated[
-    str, StringConstraints(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH, pattern=NO_NUL)
-]
+SearchText = Annotated[MText, msgspec.Meta(min_length=1, max_length=200)]
+JobtypeFilter = Annotated[MText, msgspec.Meta(min_length=1, max_length=rules.JOBTYPE_MAX_LENGTH)]
+if TYPE_CHECKING:  # integer(): an int once the body's __post_init__ ran
+    Limit: TypeAlias = int
+else:
+    Limit = integer(1, 10_000)
 
 
 class JobPage(BaseModel):
@@ -46,19 +57,28 @@ class JobPage(BaseModel):
     )
 
 
-class BulkAction(RequestBody):
+class BulkAction(Body):
     """Which jobs a bulk action covers (all filters optional) and how many at most."""
 
-    state: StateFilter | None = Field(
-        None, description="`retrying` = scheduled jobs that failed before."
-    )
-    queue: QueueName | None = None
+    state: Annotated[
+        StateFilter | None,
+        msgspec.Meta(description="`retrying` = scheduled jobs that failed before."),
+    ] = None
+    queue: MQueueName | None = None
     jobtype: JobtypeFilter | None = None
-    q: SearchText | None = Field(None, description=Q_DESCRIPTION)
-    failed: bool | None = Field(None, description="Jobs that failed at least once (or never).")
-    limit: Annotated[int, Field(ge=1, le=10_000), INTEGRAL] = Field(
-        1000, description="Change at most this many jobs."
-    )
+    q: Annotated[SearchText | None, msgspec.Meta(description=Q_DESCRIPTION)] = None
+    failed: Annotated[
+        bool | None, msgspec.Meta(description="Jobs that failed at least once (or never).")
+    ] = None
+    limit: Annotated[
+        Nullable[Limit], msgspec.Meta(description="Change at most this many jobs.")
+    ] = 1000
+
+    def __post_init__(self) -> None:
+        if self.limit is None:
+            with_defaults(self, ("limit",))
+        self.limit = integral(self.limit, "limit")
+        texts(self, ("jobtype", "q"))
 
 
 class BulkResult(BaseModel):

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+import msgspec
+from pydantic import BaseModel, Field
 
-from werk.api.schemas import RequestBody
 from werk.domain import batches as rules
-from werk.domain.bodies import CallbackJobBody, Text
+from werk.domain.bodies import Body, CallbackJob, MText, texts
 
-Bid = Annotated[Text, StringConstraints(min_length=8, max_length=rules.BID_MAX_LENGTH)]
+Bid = Annotated[MText, msgspec.Meta(min_length=8, max_length=rules.BID_MAX_LENGTH)]
 _CALLBACK = (
     "A job pushed (as for `POST /v1/jobs`, without `at`, `unique`, `depends_on`, `batch`, "
     "expiry or `ref`) waiting for its batch; it runs, and retries, like any job. A `jid` that "
@@ -19,27 +19,36 @@ _CALLBACK = (
 )
 
 
-class BatchNew(RequestBody):
-    description: (
-        Annotated[Text, StringConstraints(max_length=rules.DESCRIPTION_MAX_LENGTH)] | None
-    ) = None
-    parent: Bid | None = Field(
-        default=None,
-        description="An open batch this one is a member of: it settles in the parent when it "
-        "finishes, and its first death is the parent's too.",
+class BatchNew(Body):
+    description: Annotated[MText, msgspec.Meta(max_length=rules.DESCRIPTION_MAX_LENGTH)] | None = (
+        None
     )
-    on_complete: CallbackJobBody | None = Field(
-        default=None, description=f"Run once every member has settled. {_CALLBACK}"
-    )
-    on_success: CallbackJobBody | None = Field(
-        default=None, description=f"Run once every member has completed. {_CALLBACK}"
-    )
-    on_death: CallbackJobBody | None = Field(
-        default=None,
-        description="Run once, when the first member ends without completing (dead, expired, "
-        f"cancelled, skipped, or deleted unfinished); skipped if the batch succeeds without. "
-        f"{_CALLBACK}",
-    )
+    parent: Annotated[
+        Bid | None,
+        msgspec.Meta(
+            description="An open batch this one is a member of: it settles in the parent when "
+            "it finishes, and its first death is the parent's too."
+        ),
+    ] = None
+    on_complete: Annotated[
+        CallbackJob | None,
+        msgspec.Meta(description=f"Run once every member has settled. {_CALLBACK}"),
+    ] = None
+    on_success: Annotated[
+        CallbackJob | None,
+        msgspec.Meta(description=f"Run once every member has completed. {_CALLBACK}"),
+    ] = None
+    on_death: Annotated[
+        CallbackJob | None,
+        msgspec.Meta(
+            description="Run once, when the first member ends without completing (dead, "
+            "expired, cancelled, skipped, or deleted unfinished); skipped if the batch succeeds "
+            f"without. {_CALLBACK}"
+        ),
+    ] = None
+
+    def __post_init__(self) -> None:
+        texts(self, ("description", "parent"))
 
 
 class Callback(BaseModel):

@@ -11,8 +11,9 @@ from starlette.responses import Response
 from werk.api import batch_schemas as s
 from werk.api import schemas
 from werk.api.responses import JSON
+from werk.api.traffic import Traffic, TrafficRoute
 from werk.domain import batches as rules
-from werk.domain.job import JID_PATTERN, JobSpec
+from werk.domain.job import JID_PATTERN
 from werk.http.deps import ServicesDep
 from werk.services.views import batch_view
 
@@ -35,12 +36,12 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
         409: {"model": schemas.Problem, "description": "batch_committed (the parent)"},
     },
 )
-async def new_batch(body: s.BatchNew, services: ServicesDep) -> Response:
+async def new_batch(body: Traffic[s.BatchNew], services: ServicesDep) -> Response:
     """Open a batch. Jobs join it by carrying its `bid` in `batch` when pushed, until it is
     committed; its callbacks are stored at once, `waiting`, and each is released once, in the
     transaction that meets its condition."""
     given = {"complete": body.on_complete, "success": body.on_success, "death": body.on_death}
-    callbacks = {kind: JobSpec(**spec) for kind, spec in given.items() if spec is not None}
+    callbacks = {kind: spec.spec() for kind, spec in given.items() if spec is not None}
     row = await services.batches.new(body.description, body.parent, callbacks)
     return JSON(batch_view(row), status_code=201)
 
@@ -94,3 +95,7 @@ async def list_batches(
             "next": page[-1]["bid"] if len(rows) > limit else None,
         }
     )
+
+
+# Dispatched by werk.api.traffic (FastAPI's router documents it).
+TRAFFIC = [TrafficRoute("POST", "/v1/batches", new_batch, "push")]

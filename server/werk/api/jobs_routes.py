@@ -12,8 +12,8 @@ from starlette.responses import Response
 from werk.api import schemas
 from werk.api.disconnect import disconnection
 from werk.api.responses import JSON
-from werk.api.traffic import TrafficRoute
-from werk.domain.bodies import JobPushBody
+from werk.api.traffic import Traffic, TrafficRoute
+from werk.domain.bodies import JobPush
 from werk.domain.job import JobSpec, PushResult
 from werk.errors import InvalidRequest
 from werk.http.deps import ServicesDep, SettingsDep
@@ -57,12 +57,12 @@ def wants_minimal(prefer: str) -> bool:
         },
     },
 )
-async def push(body: JobPushBody, services: ServicesDep) -> Response:
+async def push(body: Traffic[JobPush], services: ServicesDep) -> Response:
     """Push one job; answered with the job as stored. Pushing a jid that exists stores nothing
     new and is answered like the first push (201), with `created: false`. A unique job whose
     key another job holds is answered as its `on_conflict` says: 409 `not_unique` naming the
     holder (`reject`), or 200 with the holder and `duplicate: true` (`existing`, `replace`)."""
-    result = await services.push.push_one(JobSpec(**body))
+    result = await services.push.push_one(body.spec())
     view = pushed_view(result)
     view["created"] = result.created
     if result.conflict is not None:
@@ -82,7 +82,7 @@ async def push(body: JobPushBody, services: ServicesDep) -> Response:
     },
 )
 async def push_batch(
-    body: schemas.JobBatchPush,
+    body: Traffic[schemas.JobBatchPush],
     services: ServicesDep,
     settings: SettingsDep,
     prefer: Annotated[schemas.Prefer, Header(description=_PREFER)] = None,

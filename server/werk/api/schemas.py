@@ -7,30 +7,24 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import msgspec
 from fastapi import Path
-from pydantic import (
-    BaseModel,
-    Field,
-    WithJsonSchema,
-    model_validator,
-)
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from werk.config import Settings
 from werk.domain import job as rules
 from werk.domain.bodies import (
     JSON_LIMITS,
-    STRICT,
     Body,
     InvalidField,
-    JobPushBody,
+    JobPush,
     MQueueName,
     MText,
     Nullable,
+    ReserveFor,
     checked_json,
     integer,
     integral,
-    no_nul,
+    texts,
     with_defaults,
-    without_nulls,
 )
 from werk.domain.job import JobSpec
 
@@ -43,12 +37,10 @@ Wid = Annotated[MText, msgspec.Meta(min_length=1, max_length=100)]
 Lease = Annotated[str, msgspec.Meta(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 if TYPE_CHECKING:  # integer(): an int once the body's __post_init__ ran
     FetchCount: TypeAlias = int
-    ReserveFor: TypeAlias = int
     Pid: TypeAlias = int
     RssKb: TypeAlias = int
 else:
     FetchCount = integer(1, rules.FETCH_MAX_COUNT)
-    ReserveFor = integer(rules.RESERVE_FOR_MIN, rules.RESERVE_FOR_MAX)
     Pid = integer(0, 2**31 - 1)
     # A bound well inside 2**53, so clients that hold numbers as doubles compare it exactly.
     RssKb = integer(0, 2**50)
@@ -58,23 +50,6 @@ JidInPath = Annotated[
 ]
 
 
-class StrictBody(BaseModel):
-    """A request body whose optional fields, if any, default to null: strict, no unknown keys."""
-
-    model_config = STRICT
-
-
-class RequestBody(StrictBody):
-    """A request body with optional fields: null on one means not given. (Its validator reads
-    the body as Python objects, not straight from JSON: a body of required fields only, such as
-    a batch, is a StrictBody and does not pay for that.)"""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_means_not_given(cls, data: Any) -> Any:
-        return without_nulls(data, (n for n, f in cls.model_fields.items() if not f.is_required()))
-
-
 DEFAULT_MAX_BATCH: int = Settings.model_fields["max_batch"].default
 _MAX_BATCH = (
     f"At most `WERK_MAX_BATCH` items ({DEFAULT_MAX_BATCH:,} unless configured); a larger batch "
@@ -82,15 +57,18 @@ _MAX_BATCH = (
 )
 
 
-class JobBatchPush(StrictBody):
+class JobBatchPush(Body):
     # The limit is the server's setting, checked by the route (so its answer names it); the
     # schema states the default.
-    jobs: list[JobPushBody] = Field(
-        min_length=1, json_schema_extra={"maxItems": DEFAULT_MAX_BATCH}, description=_MAX_BATCH
-    )
+    jobs: Annotated[
+        list[JobPush],
+        msgspec.Meta(
+            min_length=1, extra_json_schema={"maxItems": DEFAULT_MAX_BATCH}, description=_MAX_BATCH
+        ),
+    ]
 
     def specs(self) -> list[JobSpec]:
-        return [JobSpec(**job) for job in self.jobs]
+        return [job.spec() for job in self.jobs]
 
 
 class Failure(BaseModel):
@@ -273,7 +251,7 @@ class Fetch(Body):
     def __post_init__(self) -> None:
         if self.count is None or self.wait is None:
             with_defaults(self, ("count", "wait"))
-        no_nul(self, ("wid",))
+        texts(self, ("wid",))
         self.count = integral(self.count, "count")
 
 
@@ -305,7 +283,7 @@ class AckItem(Body):
 
     def __post_init__(self) -> None:
         if "\x00" in self.jid:
-            no_nul(self, ("jid",))
+            texts(self, ("jid",))
         if self.result is not None:
             checked_json(self.result, "result")
 
@@ -356,7 +334,7 @@ class FailReport(Body):
     def __post_init__(self) -> None:
         if self.errtype is None or self.message is None or self.backtrace is None:
             with_defaults(self, ("errtype", "message", "backtrace"))
-        no_nul(self, ("errtype", "message", "backtrace"))
+        texts(self, ("errtype", "message", "backtrace"))
         if self.retry:
             raise InvalidField("retry", "Input should be False")
 
@@ -407,7 +385,7 @@ class Beat(Body):
     def __post_init__(self) -> None:
         if self.hostname is None or self.labels is None:
             with_defaults(self, ("hostname", "labels"))
-        no_nul(self, ("wid", "hostname", "labels"))
+        texts(self, ("wid", "hostname", "labels"))
         if self.pid is not None:
             self.pid = integral(self.pid, "pid")
         if self.rss_kb is not None:

@@ -1,4 +1,6 @@
-"""The job traffic (push, fetch, ack, fail, extend, beat): the one path its requests take.
+"""The job traffic (push, fetch, ack, fail, extend, beat) and every other request with a body:
+the one path their requests take, and the one decoder of their bodies (msgspec Structs, see
+werk.domain.bodies).
 
 FastAPI's per-request work (matching every route in turn, solving dependencies, building a
 Request, its exception and exit-stack wrappers) costs the server more than the rest of such a
@@ -31,7 +33,7 @@ from werk.api.limits import ClientGone, read_body
 from werk.api.problems import json_media
 from werk.config import Scope as AuthScope
 from werk.domain import job as rules
-from werk.domain.bodies import located
+from werk.domain.bodies import EXACT, Body, every_error
 from werk.errors import UnsupportedMediaType
 from werk.services.metrics import RequestDurations
 
@@ -43,9 +45,9 @@ def _served_by_traffic() -> None:
     raise RuntimeError("a traffic body is decoded by werk.api.traffic, never by FastAPI")
 
 
-# The ``body`` of a traffic endpoint whose model is a msgspec Struct: FastAPI, which only
-# declares the route, takes it for a dependency without parameters (nothing to document); the
-# request body is documented from the Struct (document()).
+# The ``body`` of a traffic endpoint, a msgspec Struct: FastAPI, which only declares the route,
+# takes it for a dependency without parameters (nothing to document); the request body is
+# documented from the Struct (document()).
 Traffic = Annotated[T, Depends(_served_by_traffic)]
 
 # What an endpoint served here may take (see TrafficRoute).
@@ -62,8 +64,8 @@ _JID: TypeAdapter[str] = TypeAdapter(
 
 @dataclass(frozen=True, slots=True)
 class TrafficRoute:
-    """``path`` may hold one ``{jid}`` segment. The endpoint takes ``body`` (its annotation is
-    the request model or TypedDict) and ``services``, and any of ``settings``, ``jid``,
+    """``path`` may hold one ``{jid}`` segment. The endpoint takes ``body`` (annotated
+    ``Traffic[Struct]``) and ``services``, and any of ``settings``, ``jid``,
     ``prefer`` (the Prefer header) and ``request`` (its body already read), as keyword
     arguments."""
 
@@ -73,19 +75,14 @@ class TrafficRoute:
     scope: AuthScope
 
     @property
-    def body_type(self) -> Any:
-        """The ``body`` annotation: a msgspec Struct (``Traffic[...]``), a model, or a
-        TypedDict (validated the same way)."""
+    def body_type(self) -> type[Body]:
+        """The Struct of the ``body`` annotation."""
         hint = get_type_hints(self.endpoint, include_extras=True)["body"]
-        return get_args(hint)[0] if _is_traffic(hint) else hint
-
-
-def _is_struct(body_type: Any) -> bool:
-    return isinstance(body_type, type) and issubclass(body_type, msgspec.Struct)
-
-
-def _is_traffic(hint: Any) -> bool:
-    return any(getattr(m, "dependency", None) is _served_by_traffic for m in get_args(hint)[1:])
+        args = get_args(hint)
+        if not any(getattr(m, "dependency", None) is _served_by_traffic for m in args[1:]):
+            raise TypeError(f"{self.path}: the body is annotated Traffic[Struct]")
+        body_type: type[Body] = args[0]
+        return body_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +114,7 @@ class TrafficRouter:
             if not {"body", "services"} <= set(names) <= _ARGUMENTS:
                 raise TypeError(f"{route.path}: see TrafficRoute for what its endpoint may take")
             extra = tuple(n for n in names if n not in ("body", "services"))
-            body_type = route.body_type
-            if _is_struct(body_type):
-                decode = msgspec.json.Decoder(body_type).decode
-            else:
-                decode = TypeAdapter(body_type).validate_json  # type: ignore[assignment]
-            plan = _Plan(route, decode, extra)
+            plan = _Plan(route, msgspec.json.Decoder(route.body_type).decode, extra)
             if "{jid}" in route.path:
                 head, _, tail = route.path.partition("{jid}")
                 self._by_jid.append((route.method, head, tail, plan))
@@ -190,18 +182,19 @@ class TrafficRouter:
         except msgspec.ValidationError as exc:
             # msgspec stops at the first invalid field: the rest may not even be JSON (which
             # is the answer then, as for a body read whole first).
-            _readable(body)
-            loc, message = located(exc)
-            raise RequestValidationError([{"loc": ("body", loc), "msg": message}]) from None
+            invalid = every_error(plan.route.body_type, _readable(body), exc)
+            raise RequestValidationError(
+                [{"loc": ("body", loc), "msg": message} for loc, message in invalid]
+            ) from None
         except (msgspec.DecodeError, RecursionError) as exc:
             raise _unreadable(exc) from None
-        except ValidationError as exc:
-            raise RequestValidationError(_located(("body",), exc.errors())) from None
         if jid is not None:
             try:
                 _JID.validate_python(jid)
             except ValidationError as exc:
-                raise RequestValidationError(_located(("path", "jid"), exc.errors())) from None
+                # As FastAPI reports a path parameter's errors (the GET routes' JidInPath).
+                errors = [{**e, "loc": ("path", "jid", *e["loc"])} for e in exc.errors()]
+                raise RequestValidationError(errors) from None
         kwargs: dict[str, Any] = {"body": value, "services": state.services}
         for name in plan.extra:
             if name == "settings":
@@ -215,10 +208,10 @@ class TrafficRouter:
         return kwargs
 
 
-def _readable(body: bytes) -> None:
-    """Raises invalid JSON's error unless ``body`` is JSON that jsonb can hold."""
+def _readable(body: bytes) -> Any:
+    """``body`` decoded; raises invalid JSON's error unless it is JSON that jsonb can hold."""
     try:
-        msgspec.json.decode(body)
+        return msgspec.json.decode(body)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise _unreadable(exc) from None
 
@@ -228,11 +221,6 @@ def _unreadable(exc: Exception) -> RequestValidationError:
     recursion, not UTF-8, an integer beyond what it decodes, ...) as invalid JSON."""
     reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
     return RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": reason}])
-
-
-def _located(where: tuple[str, ...], errors: list[Any]) -> list[Any]:
-    """pydantic's errors as FastAPI reports them: each ``loc`` starts with where it was."""
-    return [{**e, "loc": (*where, *e["loc"])} for e in errors]
 
 
 async def _handle(scope: Scope, exc: Exception) -> Response:
@@ -250,8 +238,8 @@ def document(app: FastAPI, routes: Sequence[TrafficRoute]) -> None:
     """States each msgspec body of ``routes`` in the OpenAPI document: the operation's request
     body, and the Structs' schemas (msgspec.json.schema_components) among the components."""
     generate = app.openapi
-    bodies = {(r.method.lower(), r.path): r.body_type for r in routes}
-    structs = {k: t for k, t in bodies.items() if _is_struct(t)}
+    structs = {(r.method.lower(), r.path): r.body_type for r in routes}
+    extras = {cls.__name__: cls.schema_extra for cls in _subclasses(Body) if cls.schema_extra}
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
@@ -271,16 +259,26 @@ def document(app: FastAPI, routes: Sequence[TrafficRoute]) -> None:
                 continue  # the same enum, as the responses state it
             if name in known:
                 raise RuntimeError(f"two schemas named {name}")
-            known[name] = _integers(component)
+            known[name] = {**_stated(component), **extras.get(name, {})}
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _integers(node: Any) -> Any:
-    """An integer() field as JSON Schema states it: an integer (31.0 is one)."""
+def _subclasses(cls: type[Body]) -> list[type[Body]]:
+    found = cls.__subclasses__()
+    return [*found, *(s for c in found for s in _subclasses(c))]
+
+
+def _stated(node: Any) -> Any:
+    """A Struct's schema as JSON Schema states its rules: an integer() field as an integer
+    (31.0 is one), an exact() pattern as the pattern it is in ECMA's syntax, and no empty
+    object as a default (some generators take none but null)."""
     if isinstance(node, dict):
-        node = {k: _integers(v) for k, v in node.items()}
+        node = {k: _stated(v) for k, v in node.items() if not (k == "default" and v == {})}
+        pattern = node.get("pattern")
+        if isinstance(pattern, str) and pattern.endswith(EXACT):
+            node["pattern"] = pattern.removesuffix(EXACT)
         options = node.get("anyOf")
         if options and {"type": "integer"} in [{"type": o.get("type")} for o in options]:
             kept = [
@@ -293,5 +291,5 @@ def _integers(node: Any) -> Any:
                 node.update(node.pop("anyOf")[0])
         return node
     if isinstance(node, list):
-        return [_integers(v) for v in node]
+        return [_stated(v) for v in node]
     return node

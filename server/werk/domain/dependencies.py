@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from werk.domain.job import JID_MIN_LENGTH, DependencyEdge, DependencyPolicy, JobSpec
+from werk.domain.job import JID_MIN_LENGTH, DependencyEdge, JobSpec
 from werk.errors import DependencyCycle, DependencyNotFound, InvalidRequest
 
 
@@ -23,8 +23,8 @@ def dependency_edges(jobs: Sequence[tuple[str, JobSpec]]) -> list[DependencyEdge
             if isinstance(item, str):
                 name, policy = item, spec.on_dependency_failure
             else:
-                name = item["job"]
-                policy = DependencyPolicy(item.get("on_failure", spec.on_dependency_failure))
+                name = item.job
+                policy = item.on_failure or spec.on_dependency_failure
             loc = f"jobs.{i}.depends_on.{k}"
             dep = refs.get(name, name)
             if dep not in refs.values() and len(dep) < JID_MIN_LENGTH:

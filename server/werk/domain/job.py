@@ -8,7 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from werk.domain.bodies import DependencyBody, UniqueBody
 
 QUEUE_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 # A jid is a URL path segment as it stands: characters no client or proxy encodes or rewrites,
@@ -132,11 +135,11 @@ class JobSpec:
     keep_result_for: int = 0
     expires_at: datetime | None = None
     expires_in: float | None = None
-    unique: Mapping[str, Any] | None = None  # bodies.UniqueBody, as validated
+    unique: UniqueBody | None = None
     # Dependencies: a client ref naming this job in its batch, the jobs it waits for (jids or
-    # refs, each a string or bodies.DependencyBody as validated) and its default policy.
+    # refs, each alone or with its own policy) and its default policy.
     ref: str | None = None
-    depends_on: list[Any] | None = None
+    depends_on: list[str | DependencyBody] | None = None
     on_dependency_failure: DependencyPolicy = DependencyPolicy.FAIL
     batch: str | None = None  # the bid of the batch it joins
 

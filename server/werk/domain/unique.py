@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from werk.domain.job import JobSpec, OnConflict, UniqueLock, UniqueUntil
+
+if TYPE_CHECKING:
+    from werk.domain.bodies import UniqueBody
 
 # Hashed keys carry this prefix, so they are told apart from keys producers name.
 HASHED_PREFIX = "sha256:"
@@ -65,17 +68,17 @@ def unique_key(spec: JobSpec, key: str | None, by: Sequence[str] | None) -> str:
     return HASHED_PREFIX + digest
 
 
-def unique_lock(spec: JobSpec, unique: Mapping[str, Any]) -> UniqueLock:
-    """The lock a push asks for (``unique`` as JobPush's ``unique`` validated it)."""
-    key = unique_key(spec, unique.get("key"), unique.get("by"))
-    seconds = unique.get("for_")
-    until = UniqueUntil(unique.get("until", UniqueUntil.SUCCESS))
-    on_conflict = OnConflict(unique.get("on_conflict", OnConflict.REJECT))
+def unique_lock(spec: JobSpec, unique: UniqueBody) -> UniqueLock:
+    """The lock a push asks for."""
+    key = unique_key(spec, unique.key, unique.by)
+    seconds = unique.for_
+    until = UniqueUntil(unique.until)
+    on_conflict = OnConflict(unique.on_conflict)
     shown: dict[str, Any] = {"key": key, "until": until.value, "on_conflict": on_conflict.value}
     if seconds is not None:
         shown["for"] = seconds
-    if unique.get("by"):
-        shown["by"] = list(unique["by"])
+    if unique.by:
+        shown["by"] = list(unique.by)
     return UniqueLock(
         key=key,
         seconds=seconds,

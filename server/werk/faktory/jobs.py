@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+import msgspec
 
 from werk.domain import job as rules
-from werk.domain.bodies import JOB_KEYS, JobPushBody
+from werk.domain.bodies import JobPush, located
 from werk.domain.jids import new_jid
 from werk.domain.job import JobSpec
 
@@ -27,7 +27,7 @@ ERRTYPE_MAX = 100
 MESSAGE_MAX = 1000
 BACKTRACE_MAX = 50
 
-_JOB = TypeAdapter(JobPushBody)
+_JOB_KEYS = frozenset(f.encode_name for f in msgspec.structs.fields(JobPush))
 # What the model's patterns allow, in words (its own message quotes the regular expression).
 _PATTERN_HINTS = {
     "jid": "use A-Z a-z 0-9, after the first also . _ ~ : @ + = -",
@@ -49,7 +49,7 @@ def job_spec(raw: Any) -> JobSpec:
         raise InvalidJob("jobs must have an args array (it may be empty)")
     body: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in JOB_KEYS and key not in _WERK_ONLY:
+        if key in _JOB_KEYS and key not in _WERK_ONLY:
             faktory = _FAKTORY_RULES.get(key)
             body[key] = value if faktory is None else faktory(value)
     custom = raw.get("custom")
@@ -60,9 +60,9 @@ def job_spec(raw: Any) -> JobSpec:
         if "keep_result_for" not in body and "keep_result_for" in custom:
             body["keep_result_for"] = custom["keep_result_for"]
     try:
-        return JobSpec(**_JOB.validate_python(body))
-    except ValidationError as exc:
-        raise InvalidJob(_reason(exc)) from None
+        return msgspec.convert(body, JobPush).spec()
+    except msgspec.ValidationError as exc:
+        raise InvalidJob(_reason(body, exc)) from None
 
 
 # Werk's own keys, which Faktory's jobs carry in custom instead.
@@ -128,21 +128,31 @@ _FAKTORY_RULES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _reason(exc: ValidationError) -> str:
-    """The first error as one line naming the field."""
-    error = exc.errors(include_url=False)[0]
-    field = str(error["loc"][0]) if error["loc"] else "job"
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "missing":
+def _reason(body: dict[str, Any], exc: msgspec.ValidationError) -> str:
+    """The error as one line naming the field."""
+    loc, message = located(exc)
+    field = "job" if loc == "body" else loc
+    if message == "Field required":
         return f"jobs must have a {field}"
-    if field in ("args", "custom"):
+    if field.partition(".")[0] in ("args", "custom"):
         return f"{field}: {message}"
-    if error["type"] == "string_pattern_mismatch":
+    if message.startswith("Expected `str` matching regex"):
         message = _PATTERN_HINTS.get(field, message)
-    shown = repr(error["input"])
+    shown = repr(_value_at(body, loc))
     if len(shown) > 60:
         shown = shown[:57] + "..."
     return f"invalid {field} {shown}: {message}"
+
+
+def _value_at(body: Any, loc: str) -> Any:
+    """What the job holds at ``loc`` (``unique.for``, ``depends_on.0``)."""
+    value = body
+    for part in loc.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+    return value
 
 
 def faktory_job(row: Mapping[str, Any]) -> dict[str, Any]:
