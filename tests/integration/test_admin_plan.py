@@ -132,7 +132,9 @@ def lit(value: str | None) -> str:
 
 
 async def counts_per_queue(conn: asyncpg.Connection) -> dict[str, dict[str, int]]:
-    rows = await conn.fetch("SELECT queue, state::text, count(*) AS n FROM werk_stored_jobs GROUP BY 1, 2")
+    rows = await conn.fetch(
+        "SELECT queue, state::text, count(*) AS n FROM werk_stored_jobs GROUP BY 1, 2"
+    )
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     for r in rows:
         counts[r["queue"]][r["state"]] = r["n"]
