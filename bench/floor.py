@@ -71,7 +71,7 @@ def _push_sql(jobs: str) -> str:
     (werk.db.queries.push_jobs)."""
     return sql(
         "job_push", jobs=f"job_push.{jobs}", conflict="job_push.new", answer="job_push.decided",
-        release="job_push.hold", fresh="job_push.all",
+        release="job_push.hold", fresh="job_push.all", kept="job_push.any",
     )  # fmt: skip
 
 

@@ -683,7 +683,7 @@ async def seed_completed(ctx: Context) -> dict[str, Any]:
     async with ctx.db() as db:
         await db.reset()
         await db.c.execute(SEED_COMPLETED_SQL, "kept-", KEPT_QUEUE, ctx.completed_rows)
-        await db.c.execute("VACUUM ANALYZE werk_jobs")
+        await db.c.execute("VACUUM ANALYZE werk_jobs, werk_completed_jobs")
         await _checkpoint(db)
         sizes = await db.sizes()
         await db.seed("claimable-", QUEUE, 20_000)  # what the claim's EXPLAIN reads
@@ -718,7 +718,7 @@ async def search(ctx: Context) -> dict[str, Any]:
         await db.reset()
         await db.c.execute(SEED_SEARCHABLE_SQL, "search-", SEARCH_QUEUE, n)
         await db.c.execute(SEED_COMPLETED_SQL, "kept-", KEPT_QUEUE, kept)
-        await db.c.execute("VACUUM ANALYZE werk_jobs")
+        await db.c.execute("VACUUM ANALYZE werk_jobs, werk_completed_jobs")
         await _checkpoint(db)
         sizes = await db.sizes()
     seeded = round(time.perf_counter() - t0, 1)
@@ -774,7 +774,7 @@ async def search(ctx: Context) -> dict[str, Any]:
                     )  # fmt: skip
                 text = "\n".join(r[0] for r in plan)
                 row["explain"] = text
-                row["uses_words_index"] = "werk_jobs_words_idx" in text
+                row["uses_words_index"] = "_words_idx" in text
                 # The jobs read and left out one by one (the walk over available jobs).
                 row["rows_filtered"] = sum(
                     int(line.rsplit(":", 1)[1])

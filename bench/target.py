@@ -192,8 +192,9 @@ FROM generate_series(1, $3::int) AS g
 # words of their args and result are those of a job a user would push, not empty; kept a day,
 # so no maintenance pass prunes them during a run.
 SEED_COMPLETED_SQL = """
-INSERT INTO werk_jobs (jid, jobtype, queue, args, custom, state, run_at, created_at, enqueued_at,
-                       attempt, finished_at, keep_result_for, result, keep_until)
+INSERT INTO werk_completed_jobs (jid, jobtype, queue, args, custom, state, run_at, created_at,
+                                 enqueued_at, attempt, finished_at, keep_result_for, result,
+                                 keep_until)
 SELECT $1 || lpad(g::text, 9, '0'), 'Report', $2,
        jsonb_build_array('order-' || g, g, jsonb_build_object('customer', 'c' || g % 1000)),
        '{}'::jsonb, 'completed', now(), now(), now(), 1, now(), 86400,
@@ -276,7 +277,7 @@ class Db:
             try:
                 await self.c.execute("SET lock_timeout = '5s'")
                 if keep_queue is None:
-                    await self.c.execute("TRUNCATE werk_jobs, werk_counters")
+                    await self.c.execute("TRUNCATE werk_jobs, werk_completed_jobs, werk_counters")
                 else:
                     await self.c.execute("DELETE FROM werk_jobs WHERE queue <> $1", keep_queue)
                     await self.c.execute("TRUNCATE werk_counters")

@@ -73,7 +73,9 @@ async def test_a_fan_out_of_10000_runs_on_success_once(werk_server_factory, data
             10_000, 0, 0, "finished"
         )  # fmt: skip
         assert got["on_success"]["state"] == "completed"
-    (row,) = await sql(database_url, "SELECT count(*) FROM werk_jobs WHERE jobtype = 'fan-in'")
+    (row,) = await sql(
+        database_url, "SELECT count(*) FROM werk_stored_jobs WHERE jobtype = 'fan-in'"
+    )
     assert row[0] == 1
 
 

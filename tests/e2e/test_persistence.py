@@ -91,16 +91,20 @@ async def test_schema_newer_than_the_code_is_refused(database_url, tmp_path):
 JOBS_IN_EVERY_STATE = """
 INSERT INTO werk_jobs (jid, jobtype, queue, args, custom, priority, state, run_at, created_at,
                        enqueued_at, attempt, lease, lease_expires_at, wid, retry_count, failed_at,
-                       errtype, message, finished_at)
+                       errtype, message, finished_at, keep_result_for, result, keep_until)
 VALUES
     ('upgrade-available', 'resize', 'img', '[1, "a"]', '{"k": 1}', 5, 'available', now(), now(),
-     now(), 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL),
+     now(), 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
     ('upgrade-active', 'resize', 'img', '[2]', '{}', 0, 'active', now(), now(), now(), 1,
-     gen_random_uuid(), now() + interval '1 hour', 'w-1', 0, NULL, NULL, NULL, NULL),
+     gen_random_uuid(), now() + interval '1 hour', 'w-1', 0, NULL, NULL, NULL, NULL, NULL, NULL,
+     NULL),
     ('upgrade-retrying', 'resize', 'img', '[3]', '{}', 0, 'scheduled', now() + interval '1 hour',
-     now(), now(), 1, NULL, NULL, NULL, 1, now(), 'IOError', 'disk full', NULL),
+     now(), now(), 1, NULL, NULL, NULL, 1, now(), 'IOError', 'disk full', NULL, NULL, NULL, NULL),
     ('upgrade-dead', 'resize', 'img', '[4]', '{}', 0, 'dead', now(), now(), now(), 26, NULL,
-     NULL, NULL, 25, now(), 'IOError', 'disk full', now())
+     NULL, NULL, 25, now(), 'IOError', 'disk full', now(), NULL, NULL, NULL),
+    ('upgrade-completed', 'resize', 'img', '[5]', '{}', 0, 'completed', now(), now(), now(), 1,
+     NULL, NULL, 'w-1', 0, NULL, NULL, NULL, now(), 3600, '{"pages": 2}',
+     now() + interval '1 hour')
 """
 
 
@@ -124,11 +128,14 @@ async def test_the_latest_migration_keeps_the_jobs_of_a_database_it_upgrades(tes
             await conn.close()
         before = await sql(url, "SELECT * FROM werk_jobs ORDER BY jid")
         await prepare_database(url)
-        after = await sql(url, "SELECT * FROM werk_jobs ORDER BY jid")
+        # Every job, in the table that now holds it (completed ones: werk_completed_jobs).
+        after = await sql(url, "SELECT * FROM werk_stored_jobs ORDER BY jid")
         # The columns a migration adds read NULL on the jobs stored before it.
         old = [dict(b) for b in before]
         assert [{k: r[k] for k in b} for r, b in zip(after, old, strict=True)] == old
         assert {v for r in after for k, v in r.items() if k not in old[0]} <= {None}
+        kept = await sql(url, "SELECT jid FROM werk_completed_jobs")
+        assert [r["jid"] for r in kept] == ["upgrade-completed"]
         conn = await connect(url)
         try:
             claimed = await queries.fetch_jobs(conn, None, ["img"], ["w-2", "w-2"])

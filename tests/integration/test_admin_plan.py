@@ -34,26 +34,37 @@ PAGE = 50
 # scheduled or completed. Three jobs share each created_at, so pages split ties on jid. The queue
 # "rare" holds a few jobs of every kind among many of "busy" and "other".
 FILL = """
-    INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at,
-                           finished_at, failed_at, errtype, lease, lease_expires_at, wid)
-    SELECT 'backlog-' || g, 'noop',
-           CASE WHEN g % 500 IN (0, 1, 3, 7) THEN 'rare'
-                WHEN g % 3 = 0 THEN 'other' ELSE 'busy' END,
-           '[]', s, c, c, c,
-           CASE WHEN s IN ('dead', 'completed') THEN c END,
-           CASE WHEN s = 'dead' THEN c END,
-           CASE WHEN s = 'dead' THEN 'Boom' END,
-           CASE WHEN s = 'active' THEN gen_random_uuid() END,
-           CASE WHEN s = 'active' THEN c + interval '1 hour' END,
-           CASE WHEN s = 'active' THEN 'worker-' || g % 7 END
-    FROM (SELECT g,
-                 timestamptz '2026-01-01 00:00:00+00' + make_interval(secs => g / 3) AS c,
-                 CASE WHEN g % 20 = 0 THEN 'active'
-                      WHEN g % 20 IN (1, 2) THEN 'dead'
-                      WHEN g % 20 = 3 THEN 'scheduled'
-                      WHEN g % 20 = 4 THEN 'completed'
-                      ELSE 'available' END::werk_job_state AS s
-          FROM generate_series(1, $1) AS g) AS x
+    WITH x AS (
+        SELECT 'backlog-' || g AS jid,
+               CASE WHEN g % 500 IN (0, 1, 3, 7) THEN 'rare'
+                    WHEN g % 3 = 0 THEN 'other' ELSE 'busy' END AS queue,
+               c, s
+        FROM (SELECT g,
+                     timestamptz '2026-01-01 00:00:00+00' + make_interval(secs => g / 3) AS c,
+                     CASE WHEN g % 20 = 0 THEN 'active'
+                          WHEN g % 20 IN (1, 2) THEN 'dead'
+                          WHEN g % 20 = 3 THEN 'scheduled'
+                          WHEN g % 20 = 4 THEN 'completed'
+                          ELSE 'available' END::werk_job_state AS s
+              FROM generate_series(1, $1) AS g) AS n
+    ),
+    live AS (
+        INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at,
+                               enqueued_at, finished_at, failed_at, errtype, lease,
+                               lease_expires_at, wid)
+        SELECT jid, 'noop', queue, '[]', s, c, c, c,
+               CASE WHEN s = 'dead' THEN c END,
+               CASE WHEN s = 'dead' THEN c END,
+               CASE WHEN s = 'dead' THEN 'Boom' END,
+               CASE WHEN s = 'active' THEN gen_random_uuid() END,
+               CASE WHEN s = 'active' THEN c + interval '1 hour' END,
+               CASE WHEN s = 'active' THEN 'worker-' || (substr(jid, 9)::int) % 7 END
+        FROM x WHERE s <> 'completed'
+    )
+    INSERT INTO werk_completed_jobs (jid, jobtype, queue, args, state, run_at, created_at,
+                                     enqueued_at, finished_at, keep_until)
+    SELECT jid, 'noop', queue, '[]', s, c, c, c, c, c
+    FROM x WHERE s = 'completed'
 """
 WORKERS = """
     INSERT INTO werk_workers (wid, started_at, last_beat_at, gone_at)
@@ -70,6 +81,8 @@ async def backlog(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     await conn.execute(WORKERS, NOW)
     await conn.execute("INSERT INTO werk_queues (name, paused) VALUES ('idle', true)")
     await conn.execute("ANALYZE werk_jobs")
+    # A table written once per row, which autovacuum keeps all-visible.
+    await conn.execute("VACUUM ANALYZE werk_completed_jobs")
     await conn.execute("ANALYZE werk_workers")
     try:
         yield conn
@@ -119,7 +132,9 @@ def lit(value: str | None) -> str:
 
 
 async def counts_per_queue(conn: asyncpg.Connection) -> dict[str, dict[str, int]]:
-    rows = await conn.fetch("SELECT queue, state::text, count(*) AS n FROM werk_jobs GROUP BY 1, 2")
+    rows = await conn.fetch(
+        "SELECT queue, state::text, count(*) AS n FROM werk_stored_jobs GROUP BY 1, 2"
+    )
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     for r in rows:
         counts[r["queue"]][r["state"]] = r["n"]
@@ -200,7 +215,7 @@ async def test_job_pages_merge_active_and_other_jobs_from_the_indexes(
                         assert_indexed(plan, "werk_jobs_queue_state_idx")
 
             expected = await backlog.fetch(
-                "SELECT jid, state::text FROM werk_jobs"
+                "SELECT jid, state::text FROM werk_stored_jobs"
                 " WHERE ($1::werk_job_state IS NULL OR state = $1)"
                 " AND ($2::text IS NULL OR queue = $2)"
                 f" ORDER BY created_at {order}, jid {order} LIMIT {3 * PAGE}",
@@ -282,21 +297,25 @@ async def test_a_search_reads_the_matching_jobs_from_the_words_index(
     """A page searched by q reads the jobs whose words match from werk_jobs_words_idx, custom
     and generic plan alike: not the whole backlog filtered row by row. Every job that is not
     available or active gets a customer among 4,999 in its args; the search names one."""
-    await backlog.execute(
-        "UPDATE werk_jobs SET args = jsonb_build_array(jsonb_build_object("
-        "'customer', 'cust' || substr(jid, 9)::int % 4999, 'note', 'nightly run'))"
-        " WHERE state NOT IN ('available', 'active')"
-    )
-    await backlog.execute("ANALYZE werk_jobs")
+    for table in ("werk_jobs", "werk_completed_jobs"):
+        await backlog.execute(
+            f"UPDATE {table} SET args = jsonb_build_array(jsonb_build_object("
+            "'customer', 'cust' || substr(jid, 9)::int % 4999, 'note', 'nightly run'))"
+            " WHERE state NOT IN ('available', 'active')"
+        )
+        await backlog.execute(f"ANALYZE {table}")
     name = "newest" if newest_first else "oldest"
     for state in ("dead", "completed", None):
         args = (lit(state), "NULL", "NULL", "'cust1005'", "NULL", "NULL", "NULL", str(PAGE + 1))
         for plan in await plans(backlog, name, *args):
-            assert_indexed(plan, "werk_jobs_words_idx")
+            if state != "completed":
+                assert_indexed(plan, "werk_jobs_words_idx")
+            if state != "dead":
+                assert_indexed(plan, "werk_completed_jobs_words_idx")
             if state is not None:  # (available jobs, outside the words index, are walked)
                 assert_reads_at_most(plan, PAIRS * (PAGE + 1) + ACTIVE)
     expected = await backlog.fetch(
-        'SELECT jid FROM werk_jobs WHERE args @> \'[{"customer": "cust1005"}]\''
+        'SELECT jid FROM werk_stored_jobs WHERE args @> \'[{"customer": "cust1005"}]\''
         f" ORDER BY created_at {'DESC' if newest_first else 'ASC'}, jid"
     )
     assert 0 < len(expected) < PAGE

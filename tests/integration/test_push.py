@@ -384,12 +384,14 @@ async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
                     await conn.prepare(
                         sql("job_push", jobs=f"job_push.{jobs}", conflict=f"job_push.{conflict}",
                             answer=f"job_push.{answer}", release="job_push.hold",
-                            fresh="job_push.all")
+                            fresh="job_push.all",
+                            kept="job_push.unkept" if conflict == "dedupe" else "job_push.any")
                     )  # fmt: skip
         # Unique keys: one variant.
         await conn.prepare(
             sql("job_push", jobs="job_push.keyed", release="job_push.release",
-                conflict="job_push.holder", fresh="job_push.created", answer="job_push.met")
+                conflict="job_push.holder", fresh="job_push.created", answer="job_push.met",
+                kept="job_push.any")
         )  # fmt: skip
     finally:
         await conn.close()

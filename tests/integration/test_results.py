@@ -133,7 +133,7 @@ async def test_keep_result_for_alone_bounds_the_job(api):
 
 
 async def _stored(database_url):
-    return await sql(database_url, "SELECT jid FROM werk_jobs")
+    return await sql(database_url, "SELECT jid FROM werk_stored_jobs")
 
 
 async def test_an_oversized_result_is_refused_and_changes_nothing(make_api):

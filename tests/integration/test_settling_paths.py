@@ -20,11 +20,11 @@ import pytest
 from tests.support.helpers import sql
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "server" / "werk" / "db" / "sql"
-WRITES_JOBS = re.compile(r"\b(update|delete\s+from)\s+werk_jobs\b", re.IGNORECASE)
+WRITES_JOBS = re.compile(r"\b(update|delete\s+from)\s+werk_(completed_)?jobs\b", re.IGNORECASE)
 
-# Statements that write werk_jobs but never settle, delete or un-finish a job: each moves jobs
-# only among scheduled, available and active (a batch member stays pending, a dependency stays
-# unsettled), or writes no state at all.
+# Statements that write werk_jobs (or werk_completed_jobs) but never settle, delete or un-finish
+# a job: each moves jobs only among scheduled, available and active (a batch member stays
+# pending, a dependency stays unsettled), or writes no state at all.
 CANNOT_SETTLE = {
     "job_fetch": "available -> active",
     "job_unclaim": "active -> available",

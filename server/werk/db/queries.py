@@ -80,10 +80,12 @@ async def push_jobs(
 @cache
 def _push_sql(jobs: str, conflict: str, answer: str) -> str:
     """job_push.sql for jobs without unique keys; cached by position, which every push looks up
-    more cheaply than sql()'s keywords."""
+    more cheaply than sql()'s keywords. Only the push written again skipping existing jids looks
+    for the jids kept completed before its insert: the first finds them by the check after it."""
+    kept = "job_push.unkept" if conflict == "job_push.dedupe" else "job_push.any"
     return sql(
         "job_push", jobs=jobs, conflict=conflict, answer=answer, release="job_push.hold",
-        fresh="job_push.all",
+        fresh="job_push.all", kept=kept,
     )  # fmt: skip
 
 
@@ -141,6 +143,7 @@ async def push_unique_jobs(db: Executor, now: datetime | None, jobs: Sequence[Ne
             "job_push",
             jobs="job_push.keyed",
             release="job_push.release",
+            kept="job_push.any",
             conflict="job_push.holder",
             fresh="job_push.created",
             answer="job_push.met",

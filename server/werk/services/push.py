@@ -186,7 +186,12 @@ class PushService:
         """One transaction of ``_store_dependent``: the jids inserted, and every job as stored
         after the push (read in it, so each is answered as the push left it)."""
         async with self._pool.acquire() as conn, conn.transaction():
-            answer = await queries.push_dependent_jobs(conn, self._clock.now(), jobs, edges)
+            try:
+                answer = await queries.push_dependent_jobs(conn, self._clock.now(), jobs, edges)
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name != "werk_jobs_pkey":
+                    raise
+                raise _Raced from exc  # a jid kept completed meanwhile: written again, left out
             if answer["missing"]:
                 raise _not_found(jobs, edges, set(answer["missing"]))
             if len(answer["joined"]) < len(answer["batches"]):

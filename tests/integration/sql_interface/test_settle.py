@@ -89,7 +89,7 @@ async def test_an_ack_keeps_the_result_of_a_job_pushed_to_keep_it(api, database_
     assert sql_result["result"] == http_result["result"] == {"n": 1}
     assert sql_result["state"] == http_result["state"] == "completed"
     rows = await sql(
-        database_url, "SELECT keep_until - finished_at AS kept FROM werk_jobs ORDER BY jid"
+        database_url, "SELECT keep_until - finished_at AS kept FROM werk_stored_jobs ORDER BY jid"
     )
     assert [r["kept"] for r in rows] == [timedelta(seconds=600)] * 2
 

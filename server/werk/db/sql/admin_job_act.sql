@@ -19,12 +19,13 @@
 WITH clock AS (
     SELECT coalesce($8::timestamptz, now()) AS now
 ),
-target AS (
-    SELECT j.jid, j.state
+live AS (
+    SELECT j.jid, j.state, j.created_at
     FROM werk_jobs j
     WHERE ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
       AND ($2::text IS NULL OR j.queue = $2::text)
-      AND werk_job_filter(j, $3::text, $4::text, werk_job_search($4::text), $5::boolean)
+      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                          $3::text, $4::text, werk_job_search($4::text), $5::boolean)
       AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
       AND CASE
               WHEN $9::text = 'retry'
@@ -32,14 +33,35 @@ target AS (
               WHEN $9::text IN ('kill', 'cancel')
                   THEN j.state IN ('scheduled', 'available', 'waiting') OR j.state = 'active'
               WHEN $9::text = 'delete'
-                  THEN j.state IN ('scheduled', 'available', 'waiting', 'completed', 'dead',
-                                   'cancelled', 'expired', 'skipped')
+                  THEN j.state IN ('scheduled', 'available', 'waiting', 'dead', 'cancelled',
+                                   'expired', 'skipped')
                        OR j.state = 'active'
               ELSE false
           END
     ORDER BY j.created_at, j.jid
     LIMIT $7
     FOR UPDATE OF j SKIP LOCKED
+),
+-- Completed jobs, kept in a table of their own (0017_completed_jobs_table.sql), are only
+-- deleted.
+kept AS (
+    SELECT k.jid, k.state, k.created_at
+    FROM werk_completed_jobs k
+    WHERE $9::text = 'delete'
+      AND ($1::werk_job_state IS NULL OR $1::werk_job_state = 'completed')
+      AND ($2::text IS NULL OR k.queue = $2::text)
+      AND werk_job_filter(k.jobtype, k.errtype, k.message, k.args, k.custom, k.failed_at,
+                          $3::text, $4::text, werk_job_search($4::text), $5::boolean)
+      AND ($6::text[] IS NULL OR k.jid = ANY($6::text[]))
+    ORDER BY k.created_at, k.jid
+    LIMIT $7
+    FOR UPDATE OF k SKIP LOCKED
+),
+target AS (
+    SELECT t.jid, t.state
+    FROM (SELECT * FROM live UNION ALL SELECT * FROM kept) t
+    ORDER BY t.created_at, t.jid
+    LIMIT $7
 ),
 -- Each write finds its rows through an array, by primary key, whatever the planner guesses of
 -- the target's size (a join on the CTE let it hash-join a scan of the whole table).
@@ -84,16 +106,24 @@ deleted AS (
     RETURNING j.jid, j.queue, NULL::werk_job_state AS state, j.dependents, j.dependencies,
               j.batch, NULL::timestamptz AS finished_at
 ),
+deleted_kept AS (
+    DELETE FROM werk_completed_jobs k
+    WHERE $9::text = 'delete' AND k.jid = ANY (ARRAY(SELECT t.jid FROM target t))
+    RETURNING k.jid, k.queue, NULL::werk_job_state AS state, k.dependents, k.dependencies,
+              k.batch, NULL::timestamptz AS finished_at
+),
 -- The jobs with dependents or dependencies changed, with the state each had before (the
 -- settling of 0016_note_settlings.sql).
 noted AS (
     INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch,
                                   finished_at)
     SELECT c.jid, t.state, c.state, c.dependents, c.dependencies, c.batch, c.finished_at
-    FROM (SELECT * FROM retried UNION ALL SELECT * FROM stopped UNION ALL SELECT * FROM deleted) c
+    FROM (SELECT * FROM retried UNION ALL SELECT * FROM stopped UNION ALL SELECT * FROM deleted
+          UNION ALL SELECT * FROM deleted_kept) c
     JOIN target t ON t.jid = c.jid
     WHERE c.dependents OR c.dependencies
 )
 SELECT jid, queue FROM retried
 UNION ALL SELECT jid, queue FROM stopped
 UNION ALL SELECT jid, queue FROM deleted
+UNION ALL SELECT jid, queue FROM deleted_kept

@@ -10,7 +10,8 @@
 -- werk_jobs_active_idx. The first $8 of those are the page. A search (q) reads the jobs whose
 -- words match from werk_jobs_words_idx instead of walking the pairs, except the available jobs,
 -- which that index leaves out: those are still walked per queue. The bounds are written so that
--- an index can use them in a generic plan too: coalesce, not "$n IS NULL OR".
+-- an index can use them in a generic plan too: coalesce, not "$n IS NULL OR". Completed jobs
+-- are read the same way from werk_completed_jobs, through werk_stored_jobs.
 WITH RECURSIVE /*pairs*/,
 search AS (
     SELECT werk_job_search($4::text) AS words
@@ -20,10 +21,11 @@ candidates AS (
     FROM pairs p
     CROSS JOIN LATERAL (
         SELECT j.created_at, j.jid
-        FROM werk_jobs j
+        FROM werk_stored_jobs j
         WHERE j.state <> 'active' AND j.queue = p.queue AND j.state = p.state
           AND (j.created_at, j.jid) /*after*/
-          AND werk_job_filter(j, $3::text, $4::text, (SELECT words FROM search), $5::boolean)
+          AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                          $3::text, $4::text, (SELECT words FROM search), $5::boolean)
         ORDER BY j.created_at /*order*/, j.jid /*order*/
         LIMIT $8
     ) k
@@ -31,28 +33,30 @@ candidates AS (
       AND ($4::text IS NULL OR p.state = 'available')
     UNION ALL
     SELECT j.created_at, j.jid
-    FROM werk_jobs j
+    FROM werk_stored_jobs j
     WHERE $4::text IS NOT NULL
       AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
       AND j.state NOT IN ('available', 'active')
       AND ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
       AND ($2::text IS NULL OR j.queue = $2::text)
       AND (j.created_at, j.jid) /*after*/
-      AND werk_job_filter(j, $3::text, NULL, NULL, $5::boolean)
+      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                          $3::text, NULL, NULL, $5::boolean)
     UNION ALL
     SELECT j.created_at, j.jid
     FROM werk_jobs j
     WHERE j.state = 'active' AND ($1::werk_job_state IS NULL OR $1::werk_job_state = 'active')
       AND ($2::text IS NULL OR j.queue = $2::text)
       AND (j.created_at, j.jid) /*after*/
-      AND werk_job_filter(j, $3::text, $4::text, (SELECT words FROM search), $5::boolean)
+      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                          $3::text, $4::text, (SELECT words FROM search), $5::boolean)
 ),
 page AS (
     SELECT created_at, jid FROM candidates ORDER BY created_at /*order*/, jid /*order*/ LIMIT $8
 )
 SELECT j.*
 FROM page p
-JOIN werk_jobs j ON j.jid = p.jid
+JOIN werk_stored_jobs j ON j.jid = p.jid
 ORDER BY p.created_at /*order*/, p.jid /*order*/
 
 -- part desc: newest first.

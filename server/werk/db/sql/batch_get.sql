@@ -9,8 +9,8 @@ SELECT b.bid, b.description, b.parent, b.created_at, b.committed, b.committed_at
        ARRAY(SELECT k.bid FROM werk_batches k WHERE k.parent = b.bid
              ORDER BY k.created_at, k.bid LIMIT 1000)::text[] AS children
 FROM werk_batches b
-LEFT JOIN werk_jobs c ON c.jid = b.complete_jid
-LEFT JOIN werk_jobs s ON s.jid = b.success_jid
-LEFT JOIN werk_jobs d ON d.jid = b.death_jid
+LEFT JOIN werk_stored_jobs c ON c.jid = b.complete_jid
+LEFT JOIN werk_stored_jobs s ON s.jid = b.success_jid
+LEFT JOIN werk_stored_jobs d ON d.jid = b.death_jid
 WHERE b.bid = ANY ($1::text[])
 ORDER BY b.created_at DESC, b.bid DESC

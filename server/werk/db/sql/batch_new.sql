@@ -40,4 +40,6 @@ edges AS (
     SELECT $2 || ':' || k.kind, k.jid, 'skip'
     FROM callback k
 )
+-- A callback's jid kept completed is taken (werk_jids_free fails like werk_jobs_pkey).
 SELECT (SELECT bid FROM batch) AS bid, (SELECT count(*) FROM jobs) AS callbacks
+WHERE werk_jids_free(ARRAY(SELECT jid FROM jobs))

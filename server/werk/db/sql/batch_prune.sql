@@ -9,7 +9,7 @@ gone AS (
     SELECT b.bid, b.complete_jid, b.success_jid, b.death_jid
     FROM werk_batches b, clock c
     WHERE b.completed_at < c.now - make_interval(secs => $2::float8)
-      AND NOT EXISTS (SELECT 1 FROM werk_jobs j WHERE j.batch = b.bid)
+      AND NOT EXISTS (SELECT 1 FROM werk_stored_jobs j WHERE j.batch = b.bid)
       AND NOT EXISTS (SELECT 1 FROM werk_batches k WHERE k.parent = b.bid)
     ORDER BY b.completed_at
     LIMIT $3

@@ -1,7 +1,13 @@
 -- FWP's FLUSH: wipe every job, the counters and the queues' paused flags (workers stay
 -- registered). Returns how many jobs were deleted.
-WITH jobs AS (
+WITH live AS (
     DELETE FROM werk_jobs RETURNING jid, state, dependents, dependencies, batch
+),
+kept AS (
+    DELETE FROM werk_completed_jobs RETURNING jid, state, dependents, dependencies, batch
+),
+jobs AS (
+    SELECT * FROM live UNION ALL SELECT * FROM kept
 ),
 noted AS (
     INSERT INTO werk_job_changes (jid, before, dependents, dependencies, batch)

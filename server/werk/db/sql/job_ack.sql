@@ -2,8 +2,8 @@
 -- for it; $5, for Faktory's protocol whose ACK names only the jid, maps a jid to the worker that
 -- must hold it (one of the two is empty). Anything else (unknown, settled, expired, re-reserved
 -- by another worker) is left untouched. Completed jobs are deleted, unless $3 asks to keep every
--- completed job for inspection or the job was pushed with keep_result_for: a kept job becomes
--- completed, with the result $6 maps its jid to (if any), kept until finished_at plus its
+-- completed job for inspection or the job was pushed with keep_result_for: a kept job moves to
+-- werk_completed_jobs, with the result $6 maps its jid to (if any), kept until finished_at plus its
 -- keep_result_for (pruning adds WERK_COMPLETED_RETENTION). A job other jobs depend on is kept
 -- too, so that its settling (noted in werk_job_changes, 0016_note_settlings.sql) sees it
 -- completed, with its result, not deleted; a deleted job with dependencies is noted there so
@@ -32,20 +32,34 @@ deleted AS (
     RETURNING j.jid, j.queue, j.dependencies
 ),
 -- Looked for only when the deletion did not take every job named (the count is evaluated once,
--- before the scan): acks of jobs deleted at ack, the usual case, pay no second lookup.
-kept AS (
-    UPDATE werk_jobs j
-    SET state = 'completed', lease = NULL, lease_expires_at = NULL,
-        finished_at = coalesce($1::timestamptz, now()),
-        result = $6::jsonb -> j.jid,
-        keep_until = coalesce($1::timestamptz, now())
-                     + make_interval(secs => coalesce(j.keep_result_for, 0))
+-- before the scan): acks of jobs deleted at ack, the usual case, pay no second lookup. A kept
+-- job moves to werk_completed_jobs (0017_completed_jobs_table.sql).
+moved AS (
+    DELETE FROM werk_jobs j
     WHERE (SELECT count(*) FROM deleted) < (SELECT cardinality(jids) FROM named)
       AND j.jid = ANY ((SELECT jids FROM named)::text[])
       AND (j.lease = ($2::jsonb ->> j.jid)::uuid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
       AND ($3::boolean OR j.keep_result_for IS NOT NULL OR j.dependents)
-    RETURNING j.jid, j.queue, j.dependents, j.dependencies, j.batch, j.result, j.finished_at
+    RETURNING j.*
+),
+kept AS (
+    INSERT INTO werk_completed_jobs (
+        jid, jobtype, queue, args, priority, reserve_for, retry, backtrace, custom, at, state,
+        seq, run_at, created_at, enqueued_at, attempt, orphans, wid, progress, retry_count,
+        failed_at, errtype, message, error_backtrace, finished_at, keep_result_for, result,
+        keep_until, expires_at, unique_key, unique_until, unique_spec, dependents, dependencies,
+        batch)
+    SELECT m.jid, m.jobtype, m.queue, m.args, m.priority, m.reserve_for, m.retry, m.backtrace,
+           m.custom, m.at, 'completed', m.seq, m.run_at, m.created_at, m.enqueued_at, m.attempt,
+           m.orphans, m.wid, m.progress, m.retry_count, m.failed_at, m.errtype, m.message,
+           m.error_backtrace, coalesce($1::timestamptz, now()), m.keep_result_for,
+           $6::jsonb -> m.jid,
+           coalesce($1::timestamptz, now()) + make_interval(secs => coalesce(m.keep_result_for, 0)),
+           m.expires_at, m.unique_key, m.unique_until, m.unique_spec, m.dependents,
+           m.dependencies, m.batch
+    FROM moved m
+    RETURNING jid, queue, dependents, dependencies, batch, result, finished_at
 ),
 noted AS (
     INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch, result,

@@ -1,1 +1,1 @@
-SELECT EXISTS (SELECT 1 FROM werk_jobs WHERE jid = $1)
+SELECT EXISTS (SELECT 1 FROM werk_stored_jobs WHERE jid = $1)

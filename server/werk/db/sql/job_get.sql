@@ -1,1 +1,1 @@
-SELECT * FROM werk_jobs WHERE jid = $1
+SELECT * FROM werk_stored_jobs WHERE jid = $1

@@ -1,1 +1,1 @@
-SELECT * FROM werk_jobs WHERE jid = ANY($1::text[])
+SELECT * FROM werk_stored_jobs WHERE jid = ANY($1::text[])

@@ -1,7 +1,7 @@
 -- Retention, a bounded batch ($5) at a time so pruning never holds many row locks for long:
 -- dead, expired and skipped jobs older than $2 seconds, beyond the newest $3 of each state (oldest
--- first), and completed jobs $4 seconds past their keep_until (their own keep_result_for: see
--- job_ack.sql; $4 is WERK_COMPLETED_RETENTION). Returns how many rows went.
+-- first), and completed jobs (werk_completed_jobs) $4 seconds past their keep_until (their own
+-- keep_result_for: see job_ack.sql; $4 is WERK_COMPLETED_RETENTION). Returns how many rows went.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -24,28 +24,35 @@ surplus AS (
     LIMIT $5
 ),
 expired_completed AS (
-    SELECT j.jid FROM werk_jobs j, clock c
-    WHERE j.state = 'completed' AND j.keep_until < c.now - make_interval(secs => $4::float8)
-    ORDER BY j.keep_until
+    SELECT k.jid FROM werk_completed_jobs k, clock c
+    WHERE k.keep_until < c.now - make_interval(secs => $4::float8)
+    ORDER BY k.keep_until
     LIMIT $5
+    FOR UPDATE OF k SKIP LOCKED
 ),
 doomed AS (
     SELECT jid FROM old_finished
     UNION SELECT jid FROM surplus
-    UNION SELECT jid FROM expired_completed
 ),
 locked AS (
     SELECT j.jid FROM werk_jobs j JOIN doomed d ON d.jid = j.jid
-    WHERE j.state IN ('dead', 'expired', 'skipped', 'completed')
+    WHERE j.state IN ('dead', 'expired', 'skipped')
     FOR UPDATE OF j SKIP LOCKED
 ),
 deleted AS (
     DELETE FROM werk_jobs j USING locked l WHERE j.jid = l.jid
     RETURNING j.jid, j.state, j.dependents, j.dependencies, j.batch
 ),
+deleted_completed AS (
+    DELETE FROM werk_completed_jobs k USING expired_completed e WHERE k.jid = e.jid
+    RETURNING k.jid, k.state, k.dependents, k.dependencies, k.batch
+),
+gone AS (
+    SELECT * FROM deleted UNION ALL SELECT * FROM deleted_completed
+),
 noted AS (
     INSERT INTO werk_job_changes (jid, before, dependents, dependencies, batch)
     SELECT jid, state, dependents, dependencies, batch
-    FROM deleted WHERE dependents OR dependencies
+    FROM gone WHERE dependents OR dependencies
 )
-SELECT state FROM deleted
+SELECT state FROM gone

@@ -7,9 +7,9 @@
 -- Per job also its expiry ($14/$24 expires_at, $15/$25 expires_in: seconds from `at` or now)
 -- and keep_result_for ($16/$26).
 -- Three choices make the variants, each a part below: how the jobs come (jobs: one, many,
--- keyed), what an existing jid or a held unique key does (release: hold, release; conflict:
--- new, dedupe, holder; fresh: all, created) and what is answered (answer: rows, decided, jids,
--- met). Unique keys come only as keyed with release, holder, created and met.
+-- keyed), what an existing jid or a held unique key does (release: hold, release; kept: any,
+-- unkept; conflict: new, dedupe, holder; fresh: all, created) and what is answered (answer:
+-- rows, decided, jids, met). Unique keys come only as keyed with release, holder, created and met.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -60,6 +60,7 @@ inserted AS (
            i.unique_until,
            i.unique_spec::jsonb
     FROM input i CROSS JOIN clock c
+    /*kept*/
     ORDER BY i.ord
     /*conflict*/
     RETURNING /*answer*/
@@ -72,7 +73,10 @@ counted AS (
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET pushed = k.pushed + excluded.pushed
 )
+-- A jid kept completed (werk_completed_jobs) is taken, as one in werk_jobs: the check, once the
+-- insert is done, fails the statement as werk_jobs_pkey would (0017_completed_jobs_table.sql).
 SELECT * FROM inserted
+WHERE (SELECT werk_jids_free(ARRAY(SELECT jid FROM inserted)))
 
 -- part one: a lone job, as plain values (no arrays to encode and unnest for one job).
 (VALUES ($2::text, $3::text, $4::text, $5::text, $6::int, $7::int, $8::int, $9::int, $10::text,
@@ -112,7 +116,7 @@ SELECT * FROM inserted
       AS u(jid, jobtype, queue, args, priority, reserve_for, retry, backtrace, custom, at, wid,
            expires_at, expires_in, keep_result_for, unique_key, unique_for, unique_spec, ord)
  WHERE (SELECT count(*) FROM released) >= 0
-   AND NOT EXISTS (SELECT 1 FROM werk_jobs e WHERE e.jid = u.jid))
+   AND NOT EXISTS (SELECT 1 FROM werk_stored_jobs e WHERE e.jid = u.jid))
 
 -- part hold: no unique keys pushed: nothing to release.
 
@@ -129,6 +133,11 @@ released AS (
            OR (j.state = 'active' AND k.spec::jsonb ->> 'on_conflict' = 'replace'))
     RETURNING j.jid
 ),
+
+-- part any: every job is written (an existing jid, kept completed or not, fails or conflicts).
+
+-- part unkept: the jids kept completed are left out (dedupe: the caller reads them).
+WHERE NOT EXISTS (SELECT 1 FROM werk_completed_jobs k WHERE k.jid = i.jid)
 
 -- part new: the jids are taken to be new, which spares PostgreSQL the conflict check per job: one
 -- that exists fails the whole statement (unique_violation on werk_jobs_pkey) and the caller writes

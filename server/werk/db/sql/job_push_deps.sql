@@ -15,9 +15,9 @@
 -- A job pushed with a batch joins it: the batch counts the members inserted, only while it is
 -- not committed (the update waits for the batch's row lock and sees a commit made meanwhile).
 -- A member is marked as depended on (dependents): its batch counts on its settling.
--- Answers the jids inserted, the dependencies marked, the dependencies missing, the batches
--- the members inserted name, and those of them joined (any other: not found or committed, and
--- the caller rolls the push back).
+-- Answers the jids inserted, the dependencies found (marked, or kept completed), the
+-- dependencies missing, the batches the members inserted name, and those of them joined (any
+-- other: not found or committed, and the caller rolls the push back).
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -46,17 +46,25 @@ marked AS (
     WHERE j.jid = ANY (ARRAY(SELECT DISTINCT e.dep FROM edges e))
     RETURNING j.jid, j.state, j.result
 ),
+-- A dependency kept completed (werk_completed_jobs) has settled: nothing to mark.
+found AS (
+    SELECT jid, state, result FROM marked
+    UNION ALL
+    SELECT k.jid, k.state, k.result
+    FROM werk_completed_jobs k
+    WHERE k.jid = ANY (ARRAY(SELECT DISTINCT e.dep FROM edges e))
+),
 missing AS (
     SELECT DISTINCT e.dep
     FROM edges e
-    WHERE NOT EXISTS (SELECT 1 FROM marked m WHERE m.jid = e.dep)
+    WHERE NOT EXISTS (SELECT 1 FROM found m WHERE m.jid = e.dep)
       AND NOT EXISTS (SELECT 1 FROM input i WHERE i.jid = e.dep)
 ),
 linked AS (
     SELECT e.jid, e.dep, e.ref, e.on_failure,
            CASE WHEN m.state = 'completed' THEN 'completed' END AS outcome,
            CASE WHEN m.state = 'completed' THEN m.result END AS result
-    FROM edges e LEFT JOIN marked m ON m.jid = e.dep
+    FROM edges e LEFT JOIN found m ON m.jid = e.dep
 ),
 pending AS (
     SELECT l.jid, count(*) FILTER (WHERE l.outcome IS NULL)::int AS n
@@ -82,6 +90,7 @@ inserted AS (
            i.batch
     FROM input i CROSS JOIN clock c LEFT JOIN pending p ON p.jid = i.jid
     WHERE NOT EXISTS (SELECT 1 FROM missing)
+      AND NOT EXISTS (SELECT 1 FROM werk_completed_jobs k WHERE k.jid = i.jid)
     ORDER BY i.ord
     ON CONFLICT (jid) DO NOTHING
     RETURNING jid, queue, batch
@@ -119,7 +128,9 @@ counted AS (
     ON CONFLICT (day, queue, shard) DO UPDATE SET pushed = k.pushed + excluded.pushed
 )
 SELECT ARRAY(SELECT jid FROM inserted)::text[] AS inserted,
-       ARRAY(SELECT jid FROM marked)::text[] AS marked,
+       ARRAY(SELECT jid FROM found)::text[] AS marked,
        ARRAY(SELECT dep FROM missing)::text[] AS missing,
        ARRAY(SELECT DISTINCT batch FROM inserted WHERE batch IS NOT NULL)::text[] AS batches,
        ARRAY(SELECT bid FROM joined)::text[] AS joined
+-- A jid kept completed meanwhile is taken (werk_jids_free fails like werk_jobs_pkey).
+WHERE (SELECT werk_jids_free(ARRAY(SELECT jid FROM inserted)))

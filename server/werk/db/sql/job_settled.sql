@@ -2,5 +2,5 @@
 -- the requests waiting for their results look again.
 SELECT w.jid
 FROM unnest($1::text[]) AS w(jid)
-LEFT JOIN werk_jobs j ON j.jid = w.jid
+LEFT JOIN werk_stored_jobs j ON j.jid = w.jid
 WHERE j.jid IS NULL OR NOT (j.state::text = ANY ($2::text[]))

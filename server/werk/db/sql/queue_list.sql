@@ -13,8 +13,16 @@ per_state AS (
     FROM pairs p
     CROSS JOIN LATERAL (
         SELECT count(*) AS n, min(j.enqueued_at) FILTER (WHERE j.state = 'available') AS oldest
-        FROM werk_jobs j
-        WHERE j.state <> 'active' AND j.queue = p.queue AND j.state = p.state
+        FROM (SELECT j.state, j.enqueued_at
+              FROM werk_jobs j
+              WHERE j.state <> 'active' AND j.queue = p.queue AND j.state = p.state
+              UNION ALL
+              -- Read only for the pair of completed jobs (a condition on p alone gates the
+              -- scan: counted per pair over the view, the completed jobs were read for every
+              -- pair, the planner not knowing that they hold one state).
+              SELECT k.state, k.enqueued_at
+              FROM werk_completed_jobs k
+              WHERE p.state = 'completed' AND k.queue = p.queue) j
     ) c
     UNION ALL
     SELECT queue, state, count(*), NULL
