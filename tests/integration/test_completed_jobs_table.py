@@ -153,3 +153,19 @@ async def test_a_push_racing_the_ack_that_keeps_its_jid_stores_nothing(api, data
     assert await where(database_url, jid) == ["werk_completed_jobs"]
     got = (await api.http.get(f"/v1/jobs/{jid}")).json()
     assert (got["state"], got["result"], got["args"]) == ("completed", {"n": 2}, [])
+
+
+async def test_both_tables_have_the_same_columns(database_url):
+    """werk_stored_jobs joins the two tables column by column: a column a later migration adds to
+    werk_jobs must be added to werk_completed_jobs too, in the same place, with the same type."""
+    columns = (
+        "SELECT array_agg(attname || ' ' || format_type(atttypid, atttypmod) ORDER BY attnum) "
+        "FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped"
+    )
+    conn = await asyncpg.connect(database_url)
+    try:
+        jobs = await conn.fetchval(columns, "werk_jobs")
+        assert await conn.fetchval(columns, "werk_completed_jobs") == jobs
+        assert await conn.fetchval(columns, "werk_stored_jobs") == jobs
+    finally:
+        await conn.close()
