@@ -200,9 +200,7 @@ func (c *Client) Info(ctx context.Context) (*Info, error) {
 
 // Fetch leases up to req.Count jobs, long-polling up to req.Wait seconds; an empty slice when none.
 func (c *Client) Fetch(ctx context.Context, req FetchRequest) ([]Job, error) {
-	var out struct {
-		Jobs []Job `json:"jobs"`
-	}
+	var out fetched
 	extra := time.Duration(req.Wait * float64(time.Second))
 	if err := c.call(ctx, "POST", "/v1/fetch", req, &out, extra); err != nil {
 		return nil, err
@@ -353,7 +351,13 @@ func (c *Client) once(ctx context.Context, method, path string, headers map[stri
 		if out == nil || len(data) == 0 {
 			return nil
 		}
-		if err := json.Unmarshal(data, out); err != nil {
+		// The answers decoded in one pass check their JSON themselves (json.Unmarshal would
+		// first read the whole answer once more to validate it).
+		decode := json.Unmarshal
+		if u, ok := out.(json.Unmarshaler); ok {
+			decode = func(data []byte, _ any) error { return u.UnmarshalJSON(data) }
+		}
+		if err := decode(data, out); err != nil {
 			return fmt.Errorf("werk: decoding the answer to %s %s: %w", method, path, err)
 		}
 		return nil
