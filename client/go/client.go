@@ -51,17 +51,29 @@ func NewClient(baseURL string) *Client {
 	if baseURL == "" {
 		baseURL = "http://127.0.0.1:7420"
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 64
-	// The server never compresses its answers: asking for gzip only wraps every body in a reader.
-	transport.DisableCompression = true
 	return &Client{
 		URL:     strings.TrimRight(baseURL, "/"),
 		Token:   os.Getenv("WERK_TOKEN"),
 		Timeout: 10 * time.Second,
 		Retries: 3,
-		HTTP:    &http.Client{Transport: transport},
+		HTTP:    &http.Client{Transport: transportFor(baseURL)},
 	}
+}
+
+// transportFor is the client's own transport (connTransport), or net/http's when the
+// environment names a proxy for baseURL (HTTP_PROXY, HTTPS_PROXY, NO_PROXY): speaking to proxies
+// is net/http's.
+func transportFor(baseURL string) http.RoundTripper {
+	if u, err := url.Parse(baseURL); err == nil {
+		if proxy, _ := http.ProxyFromEnvironment(&http.Request{URL: u}); proxy != nil {
+			transport := http.DefaultTransport.(*http.Transport).Clone()
+			transport.MaxIdleConnsPerHost = 64
+			// The server never compresses its answers: asking for gzip only wraps every body in a reader.
+			transport.DisableCompression = true
+			return transport
+		}
+	}
+	return newConnTransport()
 }
 
 // Header values shared by every request (net/http only reads them).
