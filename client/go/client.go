@@ -51,17 +51,29 @@ func NewClient(baseURL string) *Client {
 	if baseURL == "" {
 		baseURL = "http://127.0.0.1:7420"
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 64
-	// The server never compresses its answers: asking for gzip only wraps every body in a reader.
-	transport.DisableCompression = true
 	return &Client{
 		URL:     strings.TrimRight(baseURL, "/"),
 		Token:   os.Getenv("WERK_TOKEN"),
 		Timeout: 10 * time.Second,
 		Retries: 3,
-		HTTP:    &http.Client{Transport: transport},
+		HTTP:    &http.Client{Transport: transportFor(baseURL)},
 	}
+}
+
+// transportFor is the client's own transport (connTransport), or net/http's when the
+// environment names a proxy for baseURL (HTTP_PROXY, HTTPS_PROXY, NO_PROXY): speaking to proxies
+// is net/http's.
+func transportFor(baseURL string) http.RoundTripper {
+	if u, err := url.Parse(baseURL); err == nil {
+		if proxy, _ := http.ProxyFromEnvironment(&http.Request{URL: u}); proxy != nil {
+			transport := http.DefaultTransport.(*http.Transport).Clone()
+			transport.MaxIdleConnsPerHost = 64
+			// The server never compresses its answers: asking for gzip only wraps every body in a reader.
+			transport.DisableCompression = true
+			return transport
+		}
+	}
+	return newConnTransport()
 }
 
 // Header values shared by every request (net/http only reads them).
@@ -200,9 +212,7 @@ func (c *Client) Info(ctx context.Context) (*Info, error) {
 
 // Fetch leases up to req.Count jobs, long-polling up to req.Wait seconds; an empty slice when none.
 func (c *Client) Fetch(ctx context.Context, req FetchRequest) ([]Job, error) {
-	var out struct {
-		Jobs []Job `json:"jobs"`
-	}
+	var out fetched
 	extra := time.Duration(req.Wait * float64(time.Second))
 	if err := c.call(ctx, "POST", "/v1/fetch", req, &out, extra); err != nil {
 		return nil, err
@@ -353,7 +363,13 @@ func (c *Client) once(ctx context.Context, method, path string, headers map[stri
 		if out == nil || len(data) == 0 {
 			return nil
 		}
-		if err := json.Unmarshal(data, out); err != nil {
+		// The answers decoded in one pass check their JSON themselves (json.Unmarshal would
+		// first read the whole answer once more to validate it).
+		decode := json.Unmarshal
+		if u, ok := out.(json.Unmarshaler); ok {
+			decode = func(data []byte, _ any) error { return u.UnmarshalJSON(data) }
+		}
+		if err := decode(data, out); err != nil {
 			return fmt.Errorf("werk: decoding the answer to %s %s: %w", method, path, err)
 		}
 		return nil

@@ -1,0 +1,552 @@
+package werk
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The answers a producer and a worker read in bulk (jobs, and the lists of jobs a batch push or a
+// fetch answers with) are decoded in one pass over their bytes: encoding/json first validates a
+// whole answer, then builds every job through reflection. The rarer nested parts of a job
+// (failure, unique lock, dependencies) still go through encoding/json, as does any string with
+// escapes, so what a field holds is what encoding/json would give it.
+
+// jsonReader reads one JSON value from data, strictly: anything that is not JSON is an error.
+type jsonReader struct {
+	data []byte
+	pos  int
+}
+
+func (r *jsonReader) fail(what string) error {
+	return fmt.Errorf("werk: invalid JSON at offset %d: %s", r.pos, what)
+}
+
+func (r *jsonReader) space() {
+	for r.pos < len(r.data) {
+		switch r.data[r.pos] {
+		case ' ', '\t', '\n', '\r':
+			r.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek is the next byte after white space (0 at the end).
+func (r *jsonReader) peek() byte {
+	r.space()
+	if r.pos < len(r.data) {
+		return r.data[r.pos]
+	}
+	return 0
+}
+
+// end checks that nothing but white space follows the value.
+func (r *jsonReader) end() error {
+	if r.space(); r.pos != len(r.data) {
+		return r.fail("data after the value")
+	}
+	return nil
+}
+
+// object calls field for each member of an object; field reads the member's value.
+func (r *jsonReader) object(field func(key []byte) error) error {
+	if r.peek() != '{' {
+		return r.fail("expected an object")
+	}
+	r.pos++
+	if r.peek() == '}' {
+		r.pos++
+		return nil
+	}
+	for {
+		if r.peek() != '"' {
+			return r.fail("expected a member name")
+		}
+		key, err := r.key()
+		if err != nil {
+			return err
+		}
+		if r.peek() != ':' {
+			return r.fail("expected ':'")
+		}
+		r.pos++
+		if err := field(key); err != nil {
+			return err
+		}
+		switch r.peek() {
+		case ',':
+			r.pos++
+		case '}':
+			r.pos++
+			return nil
+		default:
+			return r.fail("expected ',' or '}'")
+		}
+	}
+}
+
+// array calls item for each element of an array; item reads the element.
+func (r *jsonReader) array(item func() error) error {
+	if r.peek() != '[' {
+		return r.fail("expected an array")
+	}
+	r.pos++
+	if r.peek() == ']' {
+		r.pos++
+		return nil
+	}
+	for {
+		if err := item(); err != nil {
+			return err
+		}
+		switch r.peek() {
+		case ',':
+			r.pos++
+		case ']':
+			r.pos++
+			return nil
+		default:
+			return r.fail("expected ',' or ']'")
+		}
+	}
+}
+
+// null reads a null if one comes next.
+func (r *jsonReader) null() bool {
+	if r.peek() == 'n' && r.literal("null") == nil {
+		return true
+	}
+	return false
+}
+
+func (r *jsonReader) literal(word string) error {
+	if len(r.data)-r.pos < len(word) || string(r.data[r.pos:r.pos+len(word)]) != word {
+		return r.fail("expected " + word)
+	}
+	r.pos += len(word)
+	return nil
+}
+
+// quoted skips a string, reporting whether it holds escapes or bytes that are not plain UTF-8
+// text (encoding/json then decides what it holds).
+func (r *jsonReader) quoted() (raw []byte, plain bool, err error) {
+	if r.peek() != '"' {
+		return nil, false, r.fail("expected a string")
+	}
+	start := r.pos
+	plain = true
+	ascii := true
+	for r.pos++; r.pos < len(r.data); r.pos++ {
+		switch c := r.data[r.pos]; {
+		case c == '"':
+			r.pos++
+			raw = r.data[start:r.pos]
+			if plain && !ascii && !utf8.Valid(raw) {
+				plain = false
+			}
+			return raw, plain, nil
+		case c == '\\':
+			plain = false
+			r.pos++
+		case c < 0x20:
+			return nil, false, r.fail("control character in a string")
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false, r.fail("unterminated string")
+}
+
+// key reads a member name: its bytes as they stand unless it holds escapes.
+func (r *jsonReader) key() ([]byte, error) {
+	raw, plain, err := r.quoted()
+	if err != nil || plain {
+		return raw[1 : len(raw)-1], err
+	}
+	var s string
+	return []byte(s), json.Unmarshal(raw, &s)
+}
+
+func (r *jsonReader) str() (string, error) {
+	raw, plain, err := r.quoted()
+	if err != nil {
+		return "", err
+	}
+	if plain {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// number skips a number, returning its text.
+func (r *jsonReader) number() ([]byte, error) {
+	r.space()
+	start := r.pos
+	digits := func() int {
+		n := 0
+		for r.pos < len(r.data) && r.data[r.pos] >= '0' && r.data[r.pos] <= '9' {
+			r.pos++
+			n++
+		}
+		return n
+	}
+	if r.pos < len(r.data) && r.data[r.pos] == '-' {
+		r.pos++
+	}
+	if n := digits(); n == 0 || (n > 1 && r.data[r.pos-n] == '0') {
+		return nil, r.fail("invalid number")
+	}
+	if r.pos < len(r.data) && r.data[r.pos] == '.' {
+		r.pos++
+		if digits() == 0 {
+			return nil, r.fail("invalid number")
+		}
+	}
+	if r.pos < len(r.data) && (r.data[r.pos] == 'e' || r.data[r.pos] == 'E') {
+		r.pos++
+		if r.pos < len(r.data) && (r.data[r.pos] == '+' || r.data[r.pos] == '-') {
+			r.pos++
+		}
+		if digits() == 0 {
+			return nil, r.fail("invalid number")
+		}
+	}
+	return r.data[start:r.pos], nil
+}
+
+func (r *jsonReader) int() (int, error) {
+	text, err := r.number()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(string(text))
+	if err != nil {
+		return 0, fmt.Errorf("werk: %s is not an int", text)
+	}
+	return n, nil
+}
+
+func (r *jsonReader) bool() (bool, error) {
+	if r.peek() == 't' {
+		return true, r.literal("true")
+	}
+	return false, r.literal("false")
+}
+
+// raw skips any value, returning its bytes.
+func (r *jsonReader) raw() ([]byte, error) {
+	start := r.peekPos()
+	var err error
+	switch r.peek() {
+	case '{':
+		err = r.object(func([]byte) error { _, err := r.raw(); return err })
+	case '[':
+		err = r.array(func() error { _, err := r.raw(); return err })
+	case '"':
+		var plain bool
+		_, plain, err = r.quoted()
+		if err == nil && !plain && !json.Valid(r.data[start:r.pos]) {
+			err = r.fail("invalid string escape")
+		}
+	case 't', 'f':
+		_, err = r.bool()
+	case 'n':
+		err = r.literal("null")
+	default:
+		_, err = r.number()
+	}
+	return r.data[start:r.pos], err
+}
+
+func (r *jsonReader) peekPos() int {
+	r.space()
+	return r.pos
+}
+
+// value reads any value as encoding/json does into an interface{}: objects as map[string]any,
+// arrays as []any, numbers as float64.
+func (r *jsonReader) value() (any, error) {
+	switch r.peek() {
+	case '{':
+		m := map[string]any{}
+		err := r.object(func(key []byte) error {
+			v, err := r.value()
+			m[string(key)] = v
+			return err
+		})
+		return m, err
+	case '[':
+		a := []any{}
+		err := r.array(func() error {
+			v, err := r.value()
+			a = append(a, v)
+			return err
+		})
+		return a, err
+	case '"':
+		return r.str()
+	case 't', 'f':
+		return r.bool()
+	case 'n':
+		return nil, r.literal("null")
+	}
+	text, err := r.number()
+	if err != nil {
+		return nil, err
+	}
+	f, err := strconv.ParseFloat(string(text), 64)
+	if err != nil {
+		return nil, fmt.Errorf("werk: number %s out of range", text)
+	}
+	return f, nil
+}
+
+// into decodes the next value with encoding/json (the rarer nested parts of a job).
+func (r *jsonReader) into(v any) error {
+	raw, err := r.raw()
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// copied is the next value's bytes, copied (a json.RawMessage outlives the answer's buffer).
+func (r *jsonReader) copied() (json.RawMessage, error) {
+	raw, err := r.raw()
+	return append(json.RawMessage(nil), raw...), err
+}
+
+func (r *jsonReader) time(t *time.Time) error {
+	raw, _, err := r.quoted()
+	if err != nil {
+		return err
+	}
+	return t.UnmarshalJSON(raw)
+}
+
+// optTime reads a time or null (nil).
+func (r *jsonReader) optTime() (*time.Time, error) {
+	if r.null() {
+		return nil, nil
+	}
+	t := new(time.Time)
+	return t, r.time(t)
+}
+
+func (r *jsonReader) optString() (*string, error) {
+	if r.null() {
+		return nil, nil
+	}
+	s, err := r.str()
+	return &s, err
+}
+
+// UnmarshalJSON decodes a job as the server sends it.
+func (j *Job) UnmarshalJSON(data []byte) error {
+	r := &jsonReader{data: data}
+	if err := r.job(j); err != nil {
+		return err
+	}
+	return r.end()
+}
+
+func (r *jsonReader) job(j *Job) error {
+	if r.null() {
+		return nil
+	}
+	return r.object(func(key []byte) error {
+		var err error
+		if r.null() {
+			j.clear(key)
+			return nil
+		}
+		switch string(key) {
+		case "jid":
+			j.JID, err = r.str()
+		case "jobtype":
+			j.JobType, err = r.str()
+		case "args":
+			j.Args = []any{}
+			err = r.array(func() error {
+				v, err := r.value()
+				j.Args = append(j.Args, v)
+				return err
+			})
+		case "queue":
+			j.Queue, err = r.str()
+		case "priority":
+			j.Priority, err = r.int()
+		case "reserve_for":
+			j.ReserveFor, err = r.int()
+		case "retry":
+			j.Retry, err = r.int()
+		case "backtrace":
+			j.Backtrace, err = r.int()
+		case "custom":
+			if r.peek() != '{' {
+				return r.fail("custom: expected an object")
+			}
+			var v any
+			v, err = r.value()
+			j.Custom, _ = v.(map[string]any)
+		case "at":
+			j.At, err = r.optTime()
+		case "state":
+			j.State, err = r.str()
+		case "created_at":
+			err = r.time(&j.CreatedAt)
+		case "enqueued_at":
+			j.EnqueuedAt, err = r.optTime()
+		case "attempt":
+			j.Attempt, err = r.int()
+		case "progress":
+			j.Progress, err = r.copied()
+		case "failure":
+			err = r.into(&j.Failure)
+		case "lease":
+			j.Lease, err = r.optString()
+		case "lease_expires_at":
+			j.LeaseExpiresAt, err = r.optTime()
+		case "wid":
+			j.WID, err = r.optString()
+		case "created":
+			var b bool
+			b, err = r.bool()
+			j.Created = &b
+		case "expires_at":
+			j.ExpiresAt, err = r.optTime()
+		case "unique":
+			err = r.into(&j.Unique)
+		case "duplicate":
+			j.Duplicate, err = r.bool()
+		case "keep_result_for":
+			j.KeepResultFor, err = r.int()
+		case "result":
+			j.Result, err = r.copied()
+		case "completed_at":
+			j.CompletedAt, err = r.optTime()
+		case "dependencies":
+			err = r.into(&j.Dependencies)
+		case "dependents":
+			err = r.into(&j.Dependents)
+		case "batch":
+			j.Batch, err = r.str()
+		default:
+			_, err = r.raw()
+		}
+		if err != nil {
+			return fmt.Errorf("werk: job field %q: %w", key, err)
+		}
+		return nil
+	})
+}
+
+// clear applies a null to the field named key as encoding/json does: pointers, slices and maps
+// become nil, raw values hold the null, other fields keep their value.
+func (j *Job) clear(key []byte) {
+	switch string(key) {
+	case "args":
+		j.Args = nil
+	case "custom":
+		j.Custom = nil
+	case "at":
+		j.At = nil
+	case "enqueued_at":
+		j.EnqueuedAt = nil
+	case "progress":
+		j.Progress = json.RawMessage("null")
+	case "failure":
+		j.Failure = nil
+	case "lease":
+		j.Lease = nil
+	case "lease_expires_at":
+		j.LeaseExpiresAt = nil
+	case "wid":
+		j.WID = nil
+	case "created":
+		j.Created = nil
+	case "expires_at":
+		j.ExpiresAt = nil
+	case "unique":
+		j.Unique = nil
+	case "result":
+		j.Result = json.RawMessage("null")
+	case "completed_at":
+		j.CompletedAt = nil
+	case "dependencies":
+		j.Dependencies = nil
+	case "dependents":
+		j.Dependents = nil
+	}
+}
+
+// jobs reads an array of jobs (null: nil).
+func (r *jsonReader) jobs(out *[]Job) error {
+	if r.null() {
+		*out = nil
+		return nil
+	}
+	list := []Job{}
+	err := r.array(func() error {
+		list = append(list, Job{})
+		return r.job(&list[len(list)-1])
+	})
+	*out = list
+	return err
+}
+
+// UnmarshalJSON decodes the full answer to a batch push.
+func (p *PushManyResult) UnmarshalJSON(data []byte) error {
+	r := &jsonReader{data: data}
+	err := r.object(func(key []byte) error {
+		switch string(key) {
+		case "jobs":
+			return r.jobs(&p.Jobs)
+		case "created":
+			if r.null() {
+				return nil
+			}
+			n, err := r.int()
+			p.Created = n
+			return err
+		case "conflicts":
+			return r.into(&p.Conflicts)
+		case "refs":
+			return r.into(&p.Refs)
+		}
+		_, err := r.raw()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.end()
+}
+
+// fetched is the answer to a fetch.
+type fetched struct {
+	Jobs []Job `json:"jobs"`
+}
+
+func (f *fetched) UnmarshalJSON(data []byte) error {
+	r := &jsonReader{data: data}
+	err := r.object(func(key []byte) error {
+		if string(key) == "jobs" {
+			return r.jobs(&f.Jobs)
+		}
+		_, err := r.raw()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.end()
+}
