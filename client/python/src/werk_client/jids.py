@@ -7,17 +7,16 @@ grow put a push's entries side by side at the right edge of the job table's prim
 random ones (uuid4) would each land on a leaf page of their own and dirty it, so a batch of
 client-minted jids cost the server more than the same batch without jids.
 
-Within a process the jids only grow: a jid minted in the same millisecond as the previous one,
-whose random part came out lower, takes the previous one plus one. So a process's jids of one
-millisecond count up from a random start, and two processes' jids collide only if they share
-the millisecond and overlap in a 68-bit range. A forked child starts afresh, or parent and
-child would continue the same count.
+Within a process the jids only grow: the first jid of a millisecond takes a random 68-bit start,
+the others of that millisecond count up from it (a clock set back keeps the count going). So
+two processes' jids collide only if they share the millisecond and overlap in a 68-bit range,
+as two batches pushed without jids do on the server. A forked child starts afresh, or parent
+and child would continue the same count.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 import time
 
@@ -47,8 +46,13 @@ os.register_at_fork(after_in_child=_fork_child)
 
 def new_jid() -> str:
     """A fresh job id: 28 hex digits, later ones higher (see the module's docstring)."""
-    fresh = (time.time_ns() // 1_000_000) << _RANDOM_BITS | secrets.randbits(_RANDOM_BITS)
+    ms = time.time_ns() // 1_000_000
     minted = _minted
     with minted.lock:
-        value = minted.last = max(fresh, minted.last + 1)
+        last = minted.last
+        if last >> _RANDOM_BITS < ms:
+            value = ms << _RANDOM_BITS | int.from_bytes(os.urandom(9)) >> (72 - _RANDOM_BITS)
+        else:
+            value = last + 1
+        minted.last = value
     return "%028x" % value  # noqa: UP031 (cheaper than an f-string)
