@@ -24,7 +24,7 @@ def test_push_get_and_same_jid_twice(werk_server):
         job = client.push(
             "email", ["ada@example.com", 3], queue="mail", priority=5, custom={"k": 1}
         )
-        assert len(job.jid) == 32 and job.state == "available"
+        assert len(job.jid) == 28 and job.state == "available"
         assert (job.jobtype, job.args, job.queue, job.priority) == (
             "email",
             ["ada@example.com", 3],

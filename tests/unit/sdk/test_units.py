@@ -99,7 +99,7 @@ def test_job_spec_wire_form():
     wire = spec.to_wire()
     assert set(wire) == {"jid", "jobtype", "args", "queue", "at"}
     assert datetime.fromisoformat(wire["at"]) > datetime.now(UTC)
-    assert JobSpec("t").jid != JobSpec("t").jid and len(JobSpec("t").jid) == 32
+    assert JobSpec("t").jid != JobSpec("t").jid and len(JobSpec("t").jid) == 28
     with pytest.raises(ValueError):
         JobSpec("t", at=datetime(2030, 1, 1)).to_wire()
 
@@ -437,3 +437,43 @@ async def test_one_timer_extends_each_lease_when_its_own_extension_is_due():
         await asyncio.sleep(0.3)
     assert extended.count("fast-job") >= 2 and "slow-job" not in extended
     assert len(extended) == count  # released: no more extensions
+
+
+def test_jids_grow_and_stay_unique_across_threads():
+    """Client jids have the server's growing form, so a batch's keys sit side by side in the
+    job table's primary key; threads minting at once never get the same one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from werk_client import new_jid
+
+    def mint(_: int) -> list[str]:
+        return [new_jid() for _ in range(2000)]
+
+    with ThreadPoolExecutor(4) as pool:
+        minted = [jid for part in pool.map(mint, range(4)) for jid in part]
+    assert len(set(minted)) == len(minted)
+    assert all(len(j) == 28 and int(j, 16) >= 0 for j in minted)
+    one = mint(0)
+    assert one == sorted(one)
+    # The milliseconds since the epoch above the random part.
+    assert abs((int(one[0], 16) >> 68) / 1e3 - datetime.now(UTC).timestamp()) < 60
+
+
+def test_forked_child_does_not_continue_the_parents_jids():
+    """Parent and child counting on from the same last jid would mint the same jids."""
+    import os
+
+    from werk_client import jids, new_jid
+
+    new_jid()
+    assert jids._minted.last > 0
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        os.write(write, str(jids._minted.last).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child_last = os.read(read, 100).decode()
+    os.close(read)
+    os.close(write)
+    assert child_last == "0"

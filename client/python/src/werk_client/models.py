@@ -9,12 +9,12 @@ Answers are decoded straight into these classes by msgspec (see ``protocol``); t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, overload
 
+from .jids import new_jid
 from .timeouts import check_timeout, custom_timeout
 
 __all__ = [
@@ -35,18 +35,6 @@ __all__ = [
 ]
 
 WorkerState = Literal["running", "quiet", "terminate"]
-
-
-def new_jid() -> str:
-    """A fresh job id (uuid4 hex).
-
-    Minted by the client before the first attempt so that a push retried after a lost answer
-    names the same job, and the server stores it once.
-    """
-    raw = bytearray(os.urandom(16))
-    raw[6] = raw[6] & 0x0F | 0x40  # version 4
-    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
-    return raw.hex()
 
 
 def check_args(args: object) -> None:
