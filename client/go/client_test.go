@@ -15,7 +15,7 @@ func TestPushFetchExtendAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pushed.State != "available" || pushed.Retry != 0 || len(pushed.JID) != 32 {
+	if pushed.State != "available" || pushed.Retry != 0 || len(pushed.JID) != 28 {
 		t.Fatalf("pushed %+v", pushed)
 	}
 	jobs, err := c.Fetch(ctx, FetchRequest{Queues: []string{queue}, WID: "go-client", Count: 5})

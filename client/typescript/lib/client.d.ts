@@ -18,7 +18,12 @@ export interface ClientOptions {
     /** Tries after the first for transient failures (network errors, 502/503/504); default 3. */
     retries?: number;
 }
-/** A new job id: 32 hex characters. */
+/**
+ * A new job id, in the form the server gives jobs pushed without one: the Unix time in
+ * milliseconds above a 68-bit number, as 28 hex digits. The first jid of a millisecond takes a
+ * random start and the others count up from it, so a process's jids only grow: a batch's keys
+ * land side by side in the job table's primary key instead of each on a page of its own.
+ */
 export declare function newJid(): string;
 /**
  * The Werk HTTP API, one method per endpoint. Every call either resolves with the parsed answer

@@ -1,17 +1,23 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Client, JobNotFound, LeaseLost, NotUnique, Unavailable, ValidationError, WerkError } from "../src/index.js";
+import { Client, JobNotFound, newJid, LeaseLost, NotUnique, Unavailable, ValidationError, WerkError } from "../src/index.js";
 import { URL_, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
 
 describe("Client", () => {
+  it("mints jids that grow and never repeat", () => {
+    const jids = Array.from({ length: 5000 }, () => newJid());
+    assert.ok(jids.every((jid, i) => /^[0-9a-f]{28}$/.test(jid) && (i === 0 || jid > (jids[i - 1] ?? ""))));
+    assert.equal(new Set(jids).size, jids.length);
+  });
+
   it("pushes, fetches, extends, acks", async () => {
     const queue = uniqueQueue();
     const pushed = await client.push({ jobtype: "resize", args: [1, "a"], queue, custom: { from: "ts" } });
     assert.equal(pushed.state, "available");
-    assert.equal(pushed.jid.length, 32); // assigned by the client, so a retried push stores one job
+    assert.equal(pushed.jid.length, 28); // assigned by the client, so a retried push stores one job
     const [job] = await client.fetch({ queues: [queue], wid: "ts-client", count: 10 });
     assert.ok(job?.lease);
     assert.deepEqual(job.args, [1, "a"]);
