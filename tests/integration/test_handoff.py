@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.support.helpers import sql
-from werk.domain.job import JobSpec
+from werk.domain.bodies import JobPush
 
 
 async def waiting_fetch(api, *, wid="w1", count=1, queues=("default",), wait=10.0):
@@ -109,7 +109,7 @@ async def test_a_fetch_cancelled_while_its_push_commits_gets_its_job_handed_back
         if any(w.waiting for ws in hub._waiters.values() for w in ws):
             break
     (waiter,) = {w for ws in hub._waiters.values() for w in ws}
-    push = asyncio.create_task(services.push.push_one(JobSpec(jobtype="x", jid="cancelled-0001")))
+    push = asyncio.create_task(services.push.push_one(JobPush(jobtype="x", jid="cancelled-0001")))
     while not waiter.taken:  # the push has taken the fetch; its statement is in flight
         await asyncio.sleep(0)
     fetch.cancel()

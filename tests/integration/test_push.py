@@ -16,7 +16,6 @@ from werk.db.sql import sql
 from werk.domain import job as job_model
 from werk.domain.bodies import MAX_ERRORS, JobPush
 from werk.domain.jids import new_jid, new_jids
-from werk.domain.job import JobSpec
 
 
 async def test_push_returns_the_stored_job_with_defaults(api):
@@ -364,15 +363,15 @@ async def test_a_pushed_job_is_answered_as_it_is_stored(api):
 
 
 def test_the_defaults_the_schema_states_are_the_ones_applied():
-    """The schema states each optional field's default (JobPush's); a job that leaves the
-    field out takes JobSpec's (a producer's SDK builds JobSpec too): the two must agree."""
+    """The schema states each optional field's default; a job decoded without the field, and
+    one the server builds itself, take the struct's: the two must agree."""
     _, components = msgspec.json.schema_components([JobPush])
     properties = components["JobPush"]["properties"]
     stated = {name: p["default"] for name, p in properties.items() if "default" in p}
     assert set(stated) == set(properties) - {"jobtype"}
-    spec = JobSpec(jobtype="x")
+    spec = JobPush(jobtype="x")
     assert {name: getattr(spec, name) for name in stated} == stated
-    assert msgspec.json.decode(b'{"jobtype": "x"}', type=JobPush).spec() == spec
+    assert msgspec.json.decode(b'{"jobtype": "x"}', type=JobPush) == spec
 
 
 async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
@@ -398,8 +397,8 @@ async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
 
 
 def test_a_job_spec_takes_the_defaults_of_the_job_model():
-    """JobSpec lives with the job model's defaults and applies them, not copies of their values."""
-    spec = JobSpec(jobtype="x")
+    """JobPush applies the job model's defaults, not copies of their values."""
+    spec = JobPush(jobtype="x")
     assert (spec.reserve_for, spec.retry) == (
         job_model.RESERVE_FOR_DEFAULT,
         job_model.RETRY_DEFAULT,

@@ -245,6 +245,18 @@ async def test_invalid_unique_requests_are_refused(api, database_url):
         json={"jobtype": "a", "expires_in": 5, "expires_at": "2030-01-01T00:00:00Z"},
     )
     assert r.status_code == 422
+    assert [e["loc"] for e in r.json()["errors"]] == ["expires_in"]
+    r = await api.http.post(
+        "/v1/jobs/batch",
+        json={
+            "jobs": [
+                {"jobtype": "a"},
+                {"jobtype": "a", "expires_in": 5, "expires_at": "2030-01-01T00:00:00Z"},
+            ]
+        },
+    )
+    assert r.status_code == 422
+    assert [e["loc"] for e in r.json()["errors"]] == ["jobs.1.expires_in"]
     assert await count_jobs(database_url) == 0
 
 

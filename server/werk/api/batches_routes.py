@@ -41,7 +41,7 @@ async def new_batch(body: Traffic[s.BatchNew], services: ServicesDep) -> Respons
     committed; its callbacks are stored at once, `waiting`, and each is released once, in the
     transaction that meets its condition."""
     given = {"complete": body.on_complete, "success": body.on_success, "death": body.on_death}
-    callbacks = {kind: spec.spec() for kind, spec in given.items() if spec is not None}
+    callbacks = {kind: spec for kind, spec in given.items() if spec is not None}
     row = await services.batches.new(body.description, body.parent, callbacks)
     return JSON(batch_view(row), status_code=201)
 

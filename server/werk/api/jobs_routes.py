@@ -14,7 +14,7 @@ from werk.api.disconnect import disconnection
 from werk.api.responses import JSON
 from werk.api.traffic import Traffic, TrafficRoute
 from werk.domain.bodies import JobPush
-from werk.domain.job import JobSpec, PushResult
+from werk.domain.job import PushResult
 from werk.errors import InvalidRequest
 from werk.http.deps import ServicesDep, SettingsDep
 from werk.services.views import job_view, pushed_view, result_view
@@ -62,7 +62,7 @@ async def push(body: Traffic[JobPush], services: ServicesDep) -> Response:
     new and is answered like the first push (201), with `created: false`. A unique job whose
     key another job holds is answered as its `on_conflict` says: 409 `not_unique` naming the
     holder (`reject`), or 200 with the holder and `duplicate: true` (`existing`, `replace`)."""
-    result = await services.push.push_one(body.spec())
+    result = await services.push.push_one(body)
     view = pushed_view(result)
     view["created"] = result.created
     if result.conflict is not None:
@@ -98,7 +98,7 @@ async def push_batch(
             f"a batch holds at most {settings.max_batch} jobs; this one has {len(body.jobs)}",
             errors=[{"loc": "jobs", "message": f"at most {settings.max_batch} items"}],
         )
-    specs = body.specs()
+    specs = body.jobs
     if prefer is not None and wants_minimal(prefer):
         jids, existed, unique = await services.push.push_jids(specs)
         answer = {
@@ -126,7 +126,7 @@ async def push_batch(
     return JSON(answer, status_code=201)
 
 
-def _add_refs(answer: dict[str, Any], specs: Sequence[JobSpec], jids: Sequence[str]) -> None:
+def _add_refs(answer: dict[str, Any], specs: Sequence[JobPush], jids: Sequence[str]) -> None:
     """Each item's ref mapped to its jid, if any item has one."""
     refs = {s.ref: jid for s, jid in zip(specs, jids, strict=True) if s.ref is not None}
     if refs:

@@ -26,7 +26,6 @@ from werk.domain.bodies import (
     texts,
     with_defaults,
 )
-from werk.domain.job import JobSpec
 
 # The jid of a stored job in a body: any the database may hold (its CHECK bounds the length
 # only), so a batch ack can settle every stored job, whatever its jid.
@@ -66,9 +65,6 @@ class JobBatchPush(Body):
             min_length=1, extra_json_schema={"maxItems": DEFAULT_MAX_BATCH}, description=_MAX_BATCH
         ),
     ]
-
-    def specs(self) -> list[JobSpec]:
-        return [job.spec() for job in self.jobs]
 
 
 class Failure(BaseModel):

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional, TypeAlias,
 import msgspec
 
 from werk.domain import job as rules
-from werk.domain.job import JobSpec
 from werk.domain.json_values import INT64, MAX_JSON_DEPTH, NO_NUL, check_json, check_text
 from werk.domain.times import OUT_OF_RANGE, check_time
 
@@ -383,6 +382,7 @@ class CallbackJob(Body, kw_only=True):
         ),
     ] = 0
 
+    # Written out field by field: it runs for every job of every push.
     def __post_init__(self) -> None:
         if (
             self.args is None
@@ -395,18 +395,23 @@ class CallbackJob(Body, kw_only=True):
             or self.keep_result_for is None
         ):
             with_defaults(self, _CALLBACK_DEFAULTS)
-        texts(self, ("jobtype",))
-        integrals(self, _INTEGERS)
+        if "\x00" in self.jobtype or not self.jobtype.isascii():
+            checked_text(self.jobtype, "jobtype")
+        if (
+            type(self.priority) is float
+            or type(self.reserve_for) is float
+            or type(self.retry) is float
+            or type(self.backtrace) is float
+            or type(self.keep_result_for) is float
+        ):
+            integrals(self, _INTEGERS)
         if self.args:
             checked_json(self.args, "args")
         if self.custom:
             checked_json(self.custom, "custom")
 
-    def spec(self) -> JobSpec:
-        """The job as the services take it."""
-        return JobSpec(**msgspec.structs.asdict(self))
 
-
+# As every adapter decodes a pushed job and the push service takes it.
 class JobPush(CallbackJob, kw_only=True):
     """A job to push. Only ``jobtype`` is required."""
 
@@ -466,8 +471,6 @@ class JobPush(CallbackJob, kw_only=True):
         ),
     ] = rules.DependencyPolicy.FAIL
 
-    # (That it gives at most one of expires_at and expires_in the push service checks, where it
-    # reads the job anyway; schema_extra states it.)
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.on_dependency_failure is None:
@@ -475,6 +478,8 @@ class JobPush(CallbackJob, kw_only=True):
         if self.at is not None:
             self.at = checked_time(self.at, "at")
         if self.expires_at is not None:
+            if self.expires_in is not None:
+                raise InvalidField("expires_in", "not with expires_at")
             self.expires_at = checked_time(self.expires_at, "expires_at")
         if self.ref is not None:
             texts(self, ("ref",))

@@ -5,12 +5,16 @@ the same job, no cycle). Whether a dependency outside the batch exists the push 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from werk.domain.job import JID_MIN_LENGTH, DependencyEdge, JobSpec
+from werk.domain.job import JID_MIN_LENGTH, DependencyEdge
 from werk.errors import DependencyCycle, DependencyNotFound, InvalidRequest
 
+if TYPE_CHECKING:
+    from werk.domain.bodies import JobPush
 
-def dependency_edges(jobs: Sequence[tuple[str, JobSpec]]) -> list[DependencyEdge]:
+
+def dependency_edges(jobs: Sequence[tuple[str, JobPush]]) -> list[DependencyEdge]:
     """The edges of a batch of (jid, spec), each depends_on entry resolved: a ref of the batch
     first, else a jid (the refs are unique: the push checked). Raises InvalidRequest (a
     dependency twice),

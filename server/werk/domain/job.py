@@ -1,17 +1,14 @@
 """The job model: its vocabulary, limits and defaults (shared by validation and the schema's
-CHECKs), a job as a producer asks for it and as it is written, and what pushing and failing
-answer."""
+CHECKs), a job as it is written, and what pushing and failing answer (a job as a producer asks
+for it is werk.domain.bodies.JobPush)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from werk.domain.bodies import DependencyBody, UniqueBody
+from typing import Any
 
 QUEUE_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 # A jid is a URL path segment as it stands: characters no client or proxy encodes or rewrites,
@@ -116,32 +113,6 @@ class WorkerState(StrEnum):
 
 # The job classes below are not frozen: batches build thousands of them, and a frozen
 # dataclass's __init__ sets every field through object.__setattr__.
-
-
-@dataclass(slots=True)
-class JobSpec:
-    """A validated job as a producer asked for it."""
-
-    jobtype: str
-    args: list[Any] = field(default_factory=list)
-    queue: str = "default"
-    jid: str | None = None
-    priority: int = 0
-    reserve_for: int = RESERVE_FOR_DEFAULT
-    retry: int = RETRY_DEFAULT
-    backtrace: int = 0
-    custom: dict[str, Any] = field(default_factory=dict)
-    at: datetime | None = None
-    keep_result_for: int = 0
-    expires_at: datetime | None = None
-    expires_in: float | None = None
-    unique: UniqueBody | None = None
-    # Dependencies: a client ref naming this job in its batch, the jobs it waits for (jids or
-    # refs, each alone or with its own policy) and its default policy.
-    ref: str | None = None
-    depends_on: list[str | DependencyBody] | None = None
-    on_dependency_failure: DependencyPolicy = DependencyPolicy.FAIL
-    batch: str | None = None  # the bid of the batch it joins
 
 
 @dataclass(slots=True)

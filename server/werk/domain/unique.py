@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from werk.domain.job import JobSpec, OnConflict, UniqueLock, UniqueUntil
+from werk.domain.job import OnConflict, UniqueLock, UniqueUntil
 
 if TYPE_CHECKING:
-    from werk.domain.bodies import UniqueBody
+    from werk.domain.bodies import JobPush, UniqueBody
 
 # Hashed keys carry this prefix, so they are told apart from keys producers name.
 HASHED_PREFIX = "sha256:"
@@ -42,7 +42,7 @@ def canonical_json(value: Any) -> bytes:
     return orjson.dumps(canonical(value), option=orjson.OPT_SORT_KEYS)
 
 
-def value_at(spec: JobSpec, path: str) -> Any:
+def value_at(spec: JobPush, path: str) -> Any:
     """The value at ``path`` ("args.0.user", "custom.tenant") of the job, or None where the path
     leads nowhere."""
     root, *steps = path.split(".")
@@ -57,7 +57,7 @@ def value_at(spec: JobSpec, path: str) -> Any:
     return value
 
 
-def unique_key(spec: JobSpec, key: str | None, by: Sequence[str] | None) -> str:
+def unique_key(spec: JobPush, key: str | None, by: Sequence[str] | None) -> str:
     if key is not None:
         return key
     if by:
@@ -68,7 +68,7 @@ def unique_key(spec: JobSpec, key: str | None, by: Sequence[str] | None) -> str:
     return HASHED_PREFIX + digest
 
 
-def unique_lock(spec: JobSpec, unique: UniqueBody) -> UniqueLock:
+def unique_lock(spec: JobPush, unique: UniqueBody) -> UniqueLock:
     """The lock a push asks for."""
     key = unique_key(spec, unique.key, unique.by)
     seconds = unique.for_

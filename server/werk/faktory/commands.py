@@ -17,7 +17,8 @@ from typing import Any
 from werk import __version__
 from werk.config import Settings
 from werk.domain.batches import BID_MAX_LENGTH, DESCRIPTION_MAX_LENGTH
-from werk.domain.job import JobSpec, OnConflict
+from werk.domain.bodies import JobPush
+from werk.domain.job import OnConflict
 from werk.domain.json_values import check_json, check_text
 from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
 from werk.faktory import protocol
@@ -191,7 +192,7 @@ class Commands:
         if len(raw) > self._settings.max_batch:
             raise InvalidJob(f"PUSHB takes at most {self._settings.max_batch} jobs")
         rejected: dict[str, str] = {}
-        specs: list[JobSpec] = []
+        specs: list[JobPush] = []
         seen: set[str] = set()
         for i, item in enumerate(raw):
             jid = item.get("jid") if isinstance(item, dict) else None

@@ -18,7 +18,6 @@ import msgspec
 from werk.domain import job as rules
 from werk.domain.bodies import JobPush, located
 from werk.domain.jids import new_jid
-from werk.domain.job import JobSpec
 
 # Faktory's priorities run 1..9 with 5 the default; Werk's default is 0. Faktory's 5 is Werk's 0,
 # so FWP and HTTP jobs of default priority share one FIFO order.
@@ -39,7 +38,7 @@ class InvalidJob(ValueError):
     """The job cannot be pushed; the message says why (it becomes ``-ERR <message>``)."""
 
 
-def job_spec(raw: Any) -> JobSpec:
+def job_spec(raw: Any) -> JobPush:
     """Validate one pushed job. Raises InvalidJob with a one-line reason."""
     if not isinstance(raw, dict):
         raise InvalidJob("a job must be a JSON object")
@@ -60,7 +59,7 @@ def job_spec(raw: Any) -> JobSpec:
         if "keep_result_for" not in body and "keep_result_for" in custom:
             body["keep_result_for"] = custom["keep_result_for"]
     try:
-        return msgspec.convert(body, JobPush).spec()
+        return msgspec.convert(body, JobPush)
     except msgspec.ValidationError as exc:
         raise InvalidJob(_reason(body, exc)) from None
 
@@ -186,7 +185,7 @@ def faktory_job(row: Mapping[str, Any]) -> dict[str, Any]:
     return job
 
 
-def callback_spec(raw: Any) -> JobSpec:
+def callback_spec(raw: Any) -> JobPush:
     """A batch's callback job as BATCH NEW carries it: a job whose jid and args may be left out
     (a jid is generated); it never joins a batch itself."""
     if not isinstance(raw, dict):

@@ -13,9 +13,10 @@ import orjson
 from werk.db import batch_queries
 from werk.db.queries import Executor
 from werk.domain.batches import CALLBACK_KINDS, new_bid
+from werk.domain.bodies import CallbackJob
 from werk.domain.clock import Clock
 from werk.domain.jids import new_jid
-from werk.domain.job import JobSpec, NewJob
+from werk.domain.job import NewJob
 from werk.errors import (
     BatchCommitted,
     BatchFinished,
@@ -40,7 +41,7 @@ class BatchService:
         self,
         description: str | None,
         parent: str | None,
-        callbacks: Mapping[str, JobSpec],
+        callbacks: Mapping[str, CallbackJob],
     ) -> Row:
         """Open a batch (a member of ``parent``, which must be open), with a callback job per
         kind given (complete, success, death), each stored waiting for its condition."""
@@ -104,10 +105,10 @@ async def batch_closed(db: Executor, bid: str) -> WerkError:
     return BatchCommitted(f"batch {bid} is committed: open it again to add members")
 
 
-def _callback_job(kind: str, spec: JobSpec) -> NewJob:
+def _callback_job(kind: str, spec: CallbackJob) -> NewJob:
     if kind not in CALLBACK_KINDS:
         raise ValueError(kind)
-    given = [f for f in _NOT_FOR_CALLBACKS if getattr(spec, f) not in (None, [])]
+    given = [f for f in _NOT_FOR_CALLBACKS if getattr(spec, f, None) not in (None, [])]
     if given:
         raise InvalidRequest(
             f"a callback job cannot carry {', '.join(given)}",

@@ -12,10 +12,11 @@ import orjson
 
 from werk.db import queries
 from werk.db.queries import Executor
+from werk.domain.bodies import JobPush
 from werk.domain.clock import Clock
 from werk.domain.dependencies import dependency_edges
 from werk.domain.jids import new_jid, new_jids
-from werk.domain.job import DependencyEdge, JobSpec, NewJob, OnConflict, PushResult
+from werk.domain.job import DependencyEdge, NewJob, OnConflict, PushResult
 from werk.domain.unique import unique_lock
 from werk.errors import DependencyNotFound, InvalidRequest, JobNotFound, NotUnique
 from werk.services.batches import batch_closed
@@ -48,7 +49,7 @@ class PushService:
         """Give the held connection back (before the pool closes)."""
         await self._singles.close()
 
-    async def push(self, specs: Sequence[JobSpec]) -> list[PushResult]:
+    async def push(self, specs: Sequence[JobPush]) -> list[PushResult]:
         """Store the jobs in one transaction (all or nothing). An existing jid is not pushed again;
         its stored job is returned instead. A job whose unique key another job holds is answered
         with that job (``conflict`` says what was done); unique keys must differ in a batch."""
@@ -60,7 +61,7 @@ class PushService:
         return await self._store(jobs, self._pool)
 
     async def push_jids(
-        self, specs: Sequence[JobSpec]
+        self, specs: Sequence[JobPush]
     ) -> tuple[list[str], list[str], list[PushResult]]:
         """As ``push``, answered with every job's jid (in order: a holder's for a job whose
         unique key another job holds), the jids that existed, and (only when unique jobs were
@@ -90,7 +91,7 @@ class PushService:
         jids = [j.jid for j in jobs]
         return jids, [jid for jid in jids if jid not in stored], []
 
-    async def push_one(self, spec: JobSpec) -> PushResult:
+    async def push_one(self, spec: JobPush) -> PushResult:
         """Push a single job; concurrent single pushes share one statement and one commit
         (unique jobs excepted: each is written alone, as its answer may be another job). Raises
         NotUnique when another job holds its key and it says on_conflict reject."""
@@ -150,7 +151,7 @@ class PushService:
         return [results[j.jid] for j in jobs if j.jid in results]
 
     async def _store_dependent(
-        self, specs: Sequence[JobSpec], jobs: Sequence[NewJob]
+        self, specs: Sequence[JobPush], jobs: Sequence[NewJob]
     ) -> list[PushResult]:
         """Store jobs of which some depend on others or join a batch, with their edges, in one
         transaction; each is answered as stored (a job stored waiting, or released already when
@@ -299,11 +300,11 @@ class _Raced(Exception):
     """A push with dependencies met a jid inserted meanwhile: it is written again."""
 
 
-def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
+def _new_jobs(specs: Sequence[JobPush]) -> list[NewJob]:
     """The jobs of one batch, jids generated where absent; a jid or a unique key twice is the
     caller's error."""
     fresh = iter(new_jids(sum(1 for s in specs if not s.jid)))
-    jobs = [_to_new_job(s, s.jid or next(fresh), f"jobs.{i}.") for i, s in enumerate(specs)]
+    jobs = [_to_new_job(s, s.jid or next(fresh)) for s in specs]
     seen: set[str] = set()
     keys: set[str] = set()
     refs: set[str] = set()
@@ -334,8 +335,8 @@ def _new_jobs(specs: Sequence[JobSpec]) -> list[NewJob]:
     return jobs
 
 
-def _to_new_job(spec: JobSpec, jid: str, loc: str = "") -> NewJob:
-    """The job as it is written; ``loc`` locates it in the request (a batch's ``jobs.3.``)."""
+def _to_new_job(spec: JobPush, jid: str) -> NewJob:
+    """The job as it is written."""
     job = NewJob(
         jid=jid,
         jobtype=spec.jobtype,
@@ -348,16 +349,10 @@ def _to_new_job(spec: JobSpec, jid: str, loc: str = "") -> NewJob:
         custom=orjson.dumps(spec.custom).decode(),
         at=spec.at,
         keep_result_for=spec.keep_result_for or None,
+        expires_at=spec.expires_at,
+        expires_in=spec.expires_in,
         batch=spec.batch,
     )
-    # Set only when given: a job without them is written as fast as before they existed.
-    if spec.expires_at is not None or spec.expires_in is not None:
-        if spec.expires_at is not None and spec.expires_in is not None:
-            raise InvalidRequest(
-                "give either expires_at or expires_in, not both",
-                errors=[{"loc": f"{loc}expires_in", "message": "not with expires_at"}],
-            )
-        job.expires_at, job.expires_in = spec.expires_at, spec.expires_in
     if spec.unique is not None:
         job.unique = unique_lock(spec, spec.unique)
     return job

@@ -1,7 +1,7 @@
 """FWP validates a pushed job with the model HTTP uses (``domain.bodies.JobPush``): apart from
 Faktory's own rules (jid and args required, unknown keys dropped, priority 1..9, numbers cut to
 Werk's bounds), a job one path refuses the other refuses, and one both take becomes the same
-JobSpec."""
+JobPush."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import msgspec
 import pytest
 
 from werk.domain.bodies import JobPush
-from werk.domain.job import JobSpec
 from werk.faktory.jobs import InvalidJob, job_spec
 
 
@@ -75,16 +74,16 @@ VALID: list[tuple[str, Any]] = [
 ]
 
 
-def _http(job: dict[str, Any]) -> JobSpec | None:
+def _http(job: dict[str, Any]) -> JobPush | None:
     """The job as the HTTP push decodes it (from JSON; a lone surrogate, which no JSON encoder
     writes raw, sent escaped)."""
     try:
-        return msgspec.json.decode(json.dumps(job).encode(), type=JobPush).spec()
+        return msgspec.json.decode(json.dumps(job).encode(), type=JobPush)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
 
 
-def _fwp(job: dict[str, Any]) -> JobSpec | None:
+def _fwp(job: dict[str, Any]) -> JobPush | None:
     try:
         return job_spec(job)
     except InvalidJob as exc:
