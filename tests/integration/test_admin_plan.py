@@ -94,8 +94,9 @@ def statement(name: str) -> str:
     """Statement ``name`` as the server sends it (the pair walk filled in where it is used)."""
     if name in ("newest", "oldest"):  # the job pages
         return admin_queries.job_list_sql(newest_first=name == "newest")
-    uses_pairs = name in ("info", "queue_list")
-    return sql(name, pairs="queue_state_pairs") if uses_pairs else sql(name)
+    if name in ("info", "queue_list"):
+        return sql(name, pairs="queue_state_pairs", counts="queue_state_counts")
+    return sql(name)
 
 
 async def plans(conn: asyncpg.Connection, name: str, *literals: str) -> list[str]:

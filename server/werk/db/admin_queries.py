@@ -34,7 +34,9 @@ async def clear_queue(db: Executor, queue: str, limit: int) -> list[str]:
 async def list_queues(
     db: Executor, now: datetime | None, queue: str | None = None
 ) -> list[QueueRow]:
-    rows = await db.fetch(sql("queue_list", pairs="queue_state_pairs"), now, queue)
+    rows = await db.fetch(
+        sql("queue_list", pairs="queue_state_pairs", counts="queue_state_counts"), now, queue
+    )
     return [_queue_row(r) for r in rows]
 
 

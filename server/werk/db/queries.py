@@ -342,7 +342,9 @@ async def beat_worker(
 
 
 async def info(db: Executor, now: datetime | None) -> Any:
-    return await db.fetchrow(sql("info", pairs="queue_state_pairs"), now, None)
+    return await db.fetchrow(
+        sql("info", pairs="queue_state_pairs", counts="queue_state_counts"), now, None
+    )
 
 
 async def queues_with_available(db: Executor, queues: Sequence[str]) -> list[str]:

@@ -1,28 +1,12 @@
 -- Everything /v1/info shows, in one round trip. Jobs that are not active are counted per (queue,
--- state) pair from werk_jobs_queue_state_idx alone, as in queue_list.sql, which gives the queues'
--- sizes and latency too; active jobs, which that index leaves out, through werk_jobs_active_idx.
+-- state) pair (queue_state_counts.sql), as in queue_list.sql, which gives the queues' sizes and
+-- latency too; active jobs, which that index leaves out, through werk_jobs_active_idx.
 -- $2 is always NULL: the queue bound of queue_state_pairs.sql (every queue).
 WITH RECURSIVE clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
 /*pairs*/,
-per_pair AS (
-    SELECT p.queue, p.state, c.n, c.oldest
-    FROM pairs p
-    CROSS JOIN LATERAL (
-        SELECT count(*) AS n, min(j.enqueued_at) AS oldest
-        FROM (SELECT j.state, j.enqueued_at
-              FROM werk_jobs j
-              WHERE j.state <> 'active' AND j.queue = p.queue AND j.state = p.state
-              UNION ALL
-              -- Read only for the pair of completed jobs (a condition on p alone gates the
-              -- scan: counted per pair over the view, the completed jobs were read for every
-              -- pair, the planner not knowing that they hold one state).
-              SELECT k.state, k.enqueued_at
-              FROM werk_completed_jobs k
-              WHERE p.state = 'completed' AND k.queue = p.queue) j
-    ) c
-),
+/*counts*/,
 states AS (
     SELECT coalesce(jsonb_object_agg(state, n), '{}') AS v
     FROM (SELECT state, sum(n)::bigint AS n FROM per_pair GROUP BY state
