@@ -18,7 +18,8 @@ async def sql(database_url: str, query: str, *args: Any) -> list[Any]:
 
 
 async def count_jobs(database_url: str) -> int:
-    rows = await sql(database_url, "SELECT count(*) AS n FROM werk_jobs")
+    """Jobs stored, in any state: kept completed ones too (werk_completed_jobs)."""
+    rows = await sql(database_url, "SELECT count(*) AS n FROM werk_stored_jobs")
     return int(rows[0]["n"])
 
 

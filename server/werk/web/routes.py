@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from typing import Annotated, Any
@@ -309,11 +310,12 @@ async def queue_page(
     state: str = "available",
     cursor: str | None = None,
     order: str = "newest",
+    q: str | None = None,
 ) -> Response:
     listed = [q for q in await services.queues.list(max_age=2.0) if q.name == name]
     queue = listed[0] if listed else await services.queues.get(name)
     page = await services.admin.list_jobs(
-        JobQuery(state=state or None, queue=name),
+        JobQuery(state=state or None, queue=name, text=q or None),
         cursor=cursor,
         limit=PAGE_SIZE,
         newest_first=order != "oldest",
@@ -325,6 +327,7 @@ async def queue_page(
         queue=queue,
         state=state,
         order=order,
+        q=q or "",
         page=page,
         states=(
             "available",
@@ -339,7 +342,7 @@ async def queue_page(
         ),
         actions=("retry", "kill", "cancel", "delete"),
         action_labels=ACTION_LABELS,
-        back=f"/queues/{quote(name)}?state={quote(state)}",
+        back=f"/queues/{quote(name)}?{urlencode({'state': state, **({'q': q} if q else {})})}",
     )
 
 
@@ -361,7 +364,7 @@ async def _list_page(
         q=q or "",
         actions=spec["actions"],
         action_labels=ACTION_LABELS,
-        back=f"/{key}",
+        back=f"/{key}?{urlencode({'q': q})}" if q else f"/{key}",
     )
 
 
@@ -512,6 +515,8 @@ async def jobs_action(request: Request, services: ServicesDep, user: GuardDep) -
             base = JobQuery(
                 state=_one(fields, "state") or None, queue=_one(fields, "queue") or None
             )
+        # The list as searched: "all" is every job the search box left on it.
+        base = replace(base, text=_one(fields, "q") or None)
         n = await services.admin.act_bulk(act, base, limit=BULK_LIMIT)
     else:
         jids = fields.get("jid", [])

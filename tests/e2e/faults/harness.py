@@ -125,16 +125,19 @@ async def fast_forward_retries(database_url: str) -> None:
 
 
 async def states(database_url: str) -> dict[str, int]:
-    rows = await sql(database_url, "SELECT state::text, count(*) AS n FROM werk_jobs GROUP BY 1")
+    """Jobs stored per state, kept completed ones (werk_completed_jobs) too."""
+    rows = await sql(
+        database_url, "SELECT state::text, count(*) AS n FROM werk_stored_jobs GROUP BY 1"
+    )
     return {r["state"]: r["n"] for r in rows}
 
 
 async def settle(database_url: str, fleet: Fleet, timeout: float) -> None:
-    """Until no job is waiting or running (only dead ones may remain)."""
+    """Until no job is waiting or running (only dead and kept completed ones may remain)."""
     deadline = time.monotonic() + timeout
     while True:
         left = await states(database_url)
-        if not set(left) - {"dead"}:
+        if not set(left) - {"dead", "completed"}:
             return
         assert time.monotonic() < deadline, f"not settled: {left}"
         fleet.replace_dead()

@@ -50,9 +50,11 @@ async def test_list_filters(api: InProcess) -> None:
 
 async def test_q_matches_words_of_args_and_custom_in_every_state(api: InProcess) -> None:
     """Each word of q must begin a word of the job's args or custom values (strings, numbers,
-    booleans; not keys), errtype or message, case-insensitively; available and active jobs
-    (outside the words index) as well as the others."""
-    waiting = await push(api, queue="a", args=[{"customer": "Acme 42", "n": 7}])
+    booleans; not keys), errtype or message, case-insensitively; available and active jobs as
+    well as the others, and a job made available again by a retry."""
+    waiting = await push(
+        api, queue="a", args=[{"customer": "Acme 42", "n": 7}], custom={"region": "westland"}
+    )
     active = await push(api, queue="b", args=["acme"], custom={"tenant": "north"})
     await fetch_one(api, "b")
     dead = await dead_job(api, queue="c", args=[{"order": 991}], custom={"tenant": "acme"})
@@ -73,6 +75,12 @@ async def test_q_matches_words_of_args_and_custom_in_every_state(api: InProcess)
     assert jids(await list_jobs(api, q="only")) == {other}
     assert jids(await list_jobs(api, q="%&!'")) == set()  # no word: nothing
     assert jids(await list_jobs(api, q="acme", order="oldest")) == {waiting, active, dead}
+    assert jids(await list_jobs(api, q="westland")) == {waiting}  # custom of an available job
+    assert jids(await list_jobs(api, q="west", state="available", queue="a")) == {waiting}
+    assert jids(await list_jobs(api, q="acme", state="available")) == {waiting}
+    assert jids(await list_jobs(api, q="invoice", state="available")) == set()
+    assert (await api.http.post(f"/v1/jobs/{retrying}/retry")).status_code == 200
+    assert jids(await list_jobs(api, q="invoice", state="available")) == {retrying}
     r = await api.http.post("/v1/jobs/kill", json={"q": "acme 42"})
     assert r.json()["changed"] == 1 and await state_of(api, waiting) == "dead"
 

@@ -107,6 +107,28 @@ async def test_search_by_args_and_custom_lists_the_matching_jobs_only(api: InPro
     assert await listed("/dead?q=customer") == set()  # object keys are not words
     assert await listed("/retries?q=invoice-4711") == set()  # the list's state still holds
 
+    # A queue's page searches its jobs of the state shown, available ones by default.
+    waiting = await push(
+        api, queue="billing", args=["invoice-4711", {"customer": "acme"}], custom={"tenant": "east"}
+    )
+    other_waiting = await push(api, queue="billing", args=["invoice-4712"])
+    page = (await api.http.get("/queues/billing?q=invoice-4711")).text
+    assert waiting in page and other_waiting not in page and acme not in page
+    page = (await api.http.get("/queues/billing?state=available&q=east")).text
+    assert waiting in page and other_waiting not in page
+    assert waiting not in (await api.http.get("/queues/billing?state=dead&q=east")).text
+    assert 'name="q" value="east"' in page  # the box keeps the search
+    assert "/actions/jobs" in page and 'name="q" value="east"' in page.split("/actions/jobs")[1]
+    r = await api.http.post(
+        "/actions/jobs?scope=all",
+        **form(action="cancel", list="", queue="billing", state="available", q="east",
+               back="/queues/billing"),
+    )  # fmt: skip
+    assert r.status_code == 303, r.text
+    assert await state_of(api, waiting) == "cancelled"  # "all" is all the search left
+    assert await state_of(api, other_waiting) == "available"
+    await api.http.post(f"/v1/jobs/{other_waiting}/cancel")
+
     kept = await push(api, args=["invoice-4711"], keep_result_for=3600)
     fetched = await fetch_one(api)
     r = await api.http.post(
