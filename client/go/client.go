@@ -352,8 +352,15 @@ func (c *Client) callWith(ctx context.Context, method, path string, headers map[
 }
 
 func (c *Client) once(ctx context.Context, method, path string, headers map[string]string, payload []byte, out any, extra time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout+extra)
-	defer cancel()
+	if _, own := c.HTTP.Transport.(*connTransport); own && c.HTTP.Timeout == 0 && ctx.Done() == nil {
+		// Nothing can cancel the call but its timeout: the transport sets it on the connection
+		// itself, with no context timer and no goroutine watching a context.
+		ctx = context.WithValue(ctx, deadlineKey{}, time.Now().Add(c.Timeout+extra))
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout+extra)
+		defer cancel()
+	}
 	var body io.Reader
 	if payload != nil {
 		body = bytes.NewReader(payload)
