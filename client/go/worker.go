@@ -386,6 +386,13 @@ func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 	}
 	var inFlight sync.WaitGroup
 	failures := 0
+	// The handlers of one fetch end together but one goroutine at a time: with a fetch still in
+	// flight there is no hurry, so the loop gives the others a moment to end and asks for their
+	// slots too, instead of for half a batch.
+	var gatherUntil time.Time
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	defer gather.Stop()
 	for !w.stopping() {
 		w.mu.Lock()
 		free := min(w.Concurrency-w.handling, 2*w.Concurrency-len(w.running)) - w.requested
@@ -401,6 +408,29 @@ func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 			}
 			continue
 		}
+		if w.fetches > 0 && free < w.FetchBatch {
+			now := time.Now()
+			if gatherUntil.IsZero() {
+				gatherUntil = now.Add(fetchGather)
+			}
+			if now.Before(gatherUntil) {
+				w.mu.Unlock()
+				gather.Reset(gatherUntil.Sub(now))
+				select {
+				case <-w.wake:
+				case <-gather.C:
+				case <-w.stopCh:
+				}
+				if !gather.Stop() {
+					select {
+					case <-gather.C:
+					default:
+					}
+				}
+				continue
+			}
+		}
+		gatherUntil = time.Time{}
 		count := min(free, w.FetchBatch)
 		w.requested += count
 		w.fetches++
@@ -440,6 +470,9 @@ func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 	cancelFetches()
 	inFlight.Wait()
 }
+
+// How long the fetch loop waits at most for a full batch of free capacity while a fetch is in flight.
+const fetchGather = time.Millisecond
 
 // startLocked runs job in a goroutine of its own (w.mu held).
 func (w *Worker) startLocked(jobsCtx context.Context, jobs *sync.WaitGroup, job *Job) {
