@@ -92,10 +92,15 @@ func NewJID() string {
 	minted.Lock()
 	defer minted.Unlock()
 	if minted.hi>>4 < ms {
-		var b [9]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			panic(err)
+		if minted.used == 0 || minted.used+9 > len(minted.random) {
+			// Random bytes for many milliseconds at once: one system call each, not one per jid.
+			if _, err := rand.Read(minted.random[:]); err != nil {
+				panic(err)
+			}
+			minted.used = 0
 		}
+		b := minted.random[minted.used : minted.used+9]
+		minted.used += 9
 		minted.hi = ms<<4 | uint64(b[0]>>4)
 		minted.lo = binary.BigEndian.Uint64(b[1:])
 	} else if minted.lo++; minted.lo == 0 {
@@ -108,6 +113,8 @@ func NewJID() string {
 var minted struct {
 	sync.Mutex
 	hi, lo uint64
+	random [64 * 9]byte // drawn from crypto/rand, each 9 bytes used once
+	used   int
 }
 
 // Push enqueues one job and returns it as stored. A jid is assigned when none is given, so a
