@@ -42,6 +42,18 @@ type conn struct {
 	idleSince time.Time
 }
 
+// Answers up to this size are read into a buffer of the size their Content-Length says; a
+// larger one is read as it arrives (no allocation on the word of a header alone).
+const exactBodyMax = 16 << 20
+
+// answerBody is an answer read whole: Client.once takes its bytes without copying them again.
+type answerBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (*answerBody) Close() error { return nil }
+
 // deadlineKey carries a request's deadline when no context timer does (Client.once).
 type deadlineKey struct{}
 
@@ -162,7 +174,7 @@ func (t *connTransport) exchange(c *conn, req *http.Request) (*http.Response, er
 		}
 		return nil, err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.Body = &answerBody{Reader: bytes.NewReader(data), data: data}
 	if resp.Close {
 		c.Close()
 	} else {
@@ -182,7 +194,15 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	data, err := io.ReadAll(resp.Body)
+	var data []byte
+	if n := resp.ContentLength; n >= 0 && n <= exactBodyMax {
+		// One buffer of the answer's size: io.ReadAll grows one from 512 bytes, allocating
+		// about twice the answer (a fetch of a hundred jobs, a batch push's full answer).
+		data = make([]byte, n)
+		_, err = io.ReadFull(resp.Body, data)
+	} else {
+		data, err = io.ReadAll(resp.Body)
+	}
 	resp.Body.Close()
 	if err != nil {
 		return nil, nil, err
