@@ -2,6 +2,7 @@ package werk
 
 import (
 	"context"
+	"runtime"
 	"sync"
 )
 
@@ -44,6 +45,10 @@ func (b *ackBatcher) ack(jid, lease string, result any) (bool, error) {
 }
 
 func (b *ackBatcher) flush() {
+	// The jobs of one fetch end together: letting the goroutines already runnable go first puts
+	// their acks in this request rather than leaving all but the first for the next one. Idle,
+	// nothing else is runnable and this costs nothing.
+	runtime.Gosched()
 	for {
 		b.mu.Lock()
 		if len(b.pending) == 0 {

@@ -92,10 +92,15 @@ func NewJID() string {
 	minted.Lock()
 	defer minted.Unlock()
 	if minted.hi>>4 < ms {
-		var b [9]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			panic(err)
+		if minted.used == 0 || minted.used+9 > len(minted.random) {
+			// Random bytes for many milliseconds at once: one system call each, not one per jid.
+			if _, err := rand.Read(minted.random[:]); err != nil {
+				panic(err)
+			}
+			minted.used = 0
 		}
+		b := minted.random[minted.used : minted.used+9]
+		minted.used += 9
 		minted.hi = ms<<4 | uint64(b[0]>>4)
 		minted.lo = binary.BigEndian.Uint64(b[1:])
 	} else if minted.lo++; minted.lo == 0 {
@@ -108,6 +113,8 @@ func NewJID() string {
 var minted struct {
 	sync.Mutex
 	hi, lo uint64
+	random [64 * 9]byte // drawn from crypto/rand, each 9 bytes used once
+	used   int
 }
 
 // Push enqueues one job and returns it as stored. A jid is assigned when none is given, so a
@@ -352,8 +359,15 @@ func (c *Client) callWith(ctx context.Context, method, path string, headers map[
 }
 
 func (c *Client) once(ctx context.Context, method, path string, headers map[string]string, payload []byte, out any, extra time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout+extra)
-	defer cancel()
+	if _, own := c.HTTP.Transport.(*connTransport); own && c.HTTP.Timeout == 0 && ctx.Done() == nil {
+		// Nothing can cancel the call but its timeout: the transport sets it on the connection
+		// itself, with no context timer and no goroutine watching a context.
+		ctx = context.WithValue(ctx, deadlineKey{}, time.Now().Add(c.Timeout+extra))
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout+extra)
+		defer cancel()
+	}
 	var body io.Reader
 	if payload != nil {
 		body = bytes.NewReader(payload)
@@ -374,8 +388,10 @@ func (c *Client) once(ctx context.Context, method, path string, headers map[stri
 		return &Error{Code: "unreachable", Detail: method + " " + path + ": " + err.Error(), Err: err}
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
+	var data []byte
+	if whole, ok := resp.Body.(*answerBody); ok {
+		data = whole.data
+	} else if data, err = io.ReadAll(resp.Body); err != nil {
 		return &Error{Code: "unreachable", Detail: "reading the answer: " + err.Error(), Err: err}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {

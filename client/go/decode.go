@@ -488,13 +488,56 @@ func (j *Job) clear(key []byte) {
 	}
 }
 
+// countItems counts the items of the array that comes next, without reading or checking them
+// (the read that follows does); 0 when no array comes next.
+func (r *jsonReader) countItems() int {
+	if r.peek() != '[' {
+		return 0
+	}
+	depth, n, empty := 0, 0, true
+	for i := r.pos; i < len(r.data); i++ {
+		switch c := r.data[i]; c {
+		case '"':
+			for i++; i < len(r.data) && r.data[i] != '"'; i++ {
+				if r.data[i] == '\\' {
+					i++
+				}
+			}
+			empty = false
+		case '[', '{':
+			if depth == 1 {
+				empty = false
+			}
+			depth++
+		case ']', '}':
+			depth--
+			if depth == 0 {
+				if !empty {
+					n++
+				}
+				return n
+			}
+		case ',':
+			if depth == 1 {
+				n++
+			}
+		case ' ', '\t', '\n', '\r':
+		default:
+			empty = false
+		}
+	}
+	return n
+}
+
 // jobs reads an array of jobs (null: nil).
 func (r *jsonReader) jobs(out *[]Job) error {
 	if r.null() {
 		*out = nil
 		return nil
 	}
-	list := []Job{}
+	// Sized once: grown by append, a list of a hundred jobs (each a large struct) would be
+	// allocated and copied eight times over.
+	list := make([]Job, 0, r.countItems())
 	err := r.array(func() error {
 		list = append(list, Job{})
 		return r.job(&list[len(list)-1])

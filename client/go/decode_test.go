@@ -3,6 +3,7 @@ package werk
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -87,6 +88,26 @@ func TestInvalidAnswersAreRefused(t *testing.T) {
 		}
 		if err := (&PushManyResult{}).UnmarshalJSON([]byte(`{"jobs":[` + answer + `]}`)); err == nil && answer != "" {
 			t.Errorf("a batch answer holding %q decoded without an error", answer)
+		}
+	}
+}
+
+func TestCountItemsCountsTheTopLevelItems(t *testing.T) {
+	for text, want := range map[string]int{
+		`[]`:                             0,
+		` [ ] `:                          0,
+		`[1]`:                            1,
+		`[{"a":[1,2,{"b":","}]}, "x,]"]`: 2,
+		`["\"],[", {}, [], null, -1.5]`:  5,
+		`[[1,2],[3],{"k":"v","l":[]}]`:   3,
+		`{"a":1}`:                        0,
+	} {
+		r := &jsonReader{data: []byte(text)}
+		if got := r.countItems(); got != want {
+			t.Errorf("countItems(%s) = %d, want %d", text, got, want)
+		}
+		if r.pos != len(text)-len(strings.TrimLeft(text, " ")) {
+			t.Errorf("countItems(%s) moved the reader past the spaces", text)
 		}
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -39,6 +41,21 @@ type conn struct {
 	w         *bufio.Writer
 	idleSince time.Time
 }
+
+// Answers up to this size are read into a buffer of the size their Content-Length says; a
+// larger one is read as it arrives (no allocation on the word of a header alone).
+const exactBodyMax = 16 << 20
+
+// answerBody is an answer read whole: Client.once takes its bytes without copying them again.
+type answerBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (*answerBody) Close() error { return nil }
+
+// deadlineKey carries a request's deadline when no context timer does (Client.once).
+type deadlineKey struct{}
 
 // An instant long past: a deadline that interrupts a blocked read or write at once.
 var longAgo = time.Unix(1, 0)
@@ -113,37 +130,51 @@ func (t *connTransport) get(ctx context.Context, key string, req *http.Request) 
 func (t *connTransport) exchange(c *conn, req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	deadline, _ := ctx.Deadline()
+	own, set := ctx.Value(deadlineKey{}).(time.Time)
+	if set && (deadline.IsZero() || own.Before(deadline)) {
+		deadline = own
+	}
 	if err := c.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
-	// A cancelled context interrupts the exchange through the connection's deadline; the
-	// watcher leaves the connection alone once the exchange is over.
-	var mu sync.Mutex
-	over := false
-	stop := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			mu.Lock()
-			if !over {
-				_ = c.SetDeadline(longAgo)
+	var resp *http.Response
+	var data []byte
+	var err error
+	if ctx.Done() == nil {
+		resp, data, err = c.roundTrip(req)
+	} else {
+		// A cancelled context interrupts the exchange through the connection's deadline; the
+		// watcher leaves the connection alone once the exchange is over.
+		var mu sync.Mutex
+		over := false
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+				mu.Lock()
+				if !over {
+					_ = c.SetDeadline(longAgo)
+				}
+				mu.Unlock()
+			case <-stop:
 			}
-			mu.Unlock()
-		case <-stop:
-		}
-	}()
-	resp, data, err := c.roundTrip(req)
-	mu.Lock()
-	over = true
-	mu.Unlock()
-	close(stop)
+		}()
+		resp, data, err = c.roundTrip(req)
+		mu.Lock()
+		over = true
+		mu.Unlock()
+		close(stop)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if set && !time.Now().Before(own) && errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, context.DeadlineExceeded
+		}
 		return nil, err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.Body = &answerBody{Reader: bytes.NewReader(data), data: data}
 	if resp.Close {
 		c.Close()
 	} else {
@@ -163,7 +194,15 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	data, err := io.ReadAll(resp.Body)
+	var data []byte
+	if n := resp.ContentLength; n >= 0 && n <= exactBodyMax {
+		// One buffer of the answer's size: io.ReadAll grows one from 512 bytes, allocating
+		// about twice the answer (a fetch of a hundred jobs, a batch push's full answer).
+		data = make([]byte, n)
+		_, err = io.ReadFull(resp.Body, data)
+	} else {
+		data, err = io.ReadAll(resp.Body)
+	}
 	resp.Body.Close()
 	if err != nil {
 		return nil, nil, err

@@ -61,7 +61,10 @@ type Worker struct {
 
 	mu        sync.Mutex
 	state     string
-	running   map[string]*runningJob
+	running   map[string]*runningJob // fetched and not yet settled
+	handling  int                    // of those, the ones whose handler has not returned
+	requested int                    // jobs asked for by the fetches in flight
+	fetches   int                    // fetches in flight
 	wake      chan struct{}
 	stopCh    chan struct{}
 	stopOnce  sync.Once
@@ -77,6 +80,7 @@ type runningJob struct {
 	cancel  context.CancelFunc
 	mu      sync.Mutex
 	settled bool // acked, failed, or given up (lease lost): nothing more is sent for it
+	handled bool // its handler returned (or never ran): its slot of Concurrency is free
 }
 
 // claim marks the job settled; false if someone else already did.
@@ -251,6 +255,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.state = StateRunning
 	w.running = map[string]*runningJob{}
+	w.handling, w.requested, w.fetches = 0, 0, 0
 	w.wake = make(chan struct{}, 1)
 	w.stopCh = make(chan struct{})
 	w.stopOnce = sync.Once{}
@@ -352,84 +357,163 @@ func (w *Worker) stopping() bool {
 	}
 }
 
+// fetchLoop keeps fetches in flight for the capacity the running jobs leave free, until the
+// worker stops. A handler's slot frees when it returns, before its ack is confirmed: the ack goes
+// out with others (ackBatcher), and fetching only once it is confirmed would leave the worker
+// idle for an ack's round trip after every batch. Jobs awaiting their ack are bounded too (at
+// most Concurrency of them besides the running handlers). A second fetch pipelines behind the
+// first, so a job pushed while one fetch's answer travels back, and while it is asked again,
+// finds the other one long-polling at the server.
 func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
-	failures := 0
-	// Jobs end one goroutine at a time (a batch of acks lands as a burst of them): below half a
-	// batch of free capacity the loop waits a moment once for more, or each of those endings would
-	// send a fetch for one or two jobs.
+	fetchCtx, cancelFetches := context.WithCancel(context.Background())
+	defer cancelFetches()
+	w.mu.Lock()
+	w.fetchStop = cancelFetches
+	stateNow := w.state
+	w.mu.Unlock()
+	if stateNow != StateRunning {
+		cancelFetches() // quieted before Run got here
+	}
+	maxFetches := (w.Concurrency + w.FetchBatch - 1) / w.FetchBatch
+	if maxFetches < 2 {
+		maxFetches = 2
+	}
+	// With a fetch already in flight, the next one waits for half a batch of free capacity:
+	// handlers that end one by one would otherwise each send a fetch for one or two jobs.
 	floor := min(w.FetchBatch, w.Concurrency) / 2
-	waited := false
+	if floor < 1 {
+		floor = 1
+	}
+	var inFlight sync.WaitGroup
+	failures := 0
+	// The handlers of one fetch end together but one goroutine at a time: with a fetch still in
+	// flight there is no hurry, so the loop gives the others a moment to end and asks for their
+	// slots too, instead of for half a batch.
+	var gatherUntil time.Time
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	defer gather.Stop()
 	for !w.stopping() {
 		w.mu.Lock()
-		free := w.Concurrency - len(w.running)
-		state := w.state
-		w.mu.Unlock()
-		if state != StateRunning || free <= 0 {
-			waited = false
+		free := min(w.Concurrency-w.handling, 2*w.Concurrency-len(w.running)) - w.requested
+		need := 1
+		if w.fetches > 0 {
+			need = floor
+		}
+		if w.state != StateRunning || free < need || w.fetches >= maxFetches {
+			w.mu.Unlock()
 			select {
 			case <-w.wake:
 			case <-w.stopCh:
 			}
 			continue
 		}
-		if free < floor && !waited {
-			waited = true
-			select {
-			case <-time.After(fetchGather):
-			case <-w.stopCh:
+		if w.fetches > 0 && free < w.FetchBatch {
+			now := time.Now()
+			if gatherUntil.IsZero() {
+				gatherUntil = now.Add(fetchGather)
 			}
-			continue
-		}
-		waited = false
-		if free > w.FetchBatch {
-			free = w.FetchBatch
-		}
-		fetchCtx, cancel := context.WithCancel(context.Background())
-		w.mu.Lock()
-		w.fetchStop = cancel
-		w.mu.Unlock()
-		fetched, err := w.Client.Fetch(fetchCtx, FetchRequest{Queues: w.queueOrder(), WID: w.WID, Count: free, Wait: w.FetchWait})
-		cancelled := fetchCtx.Err() != nil
-		cancel()
-		if err != nil {
-			if cancelled {
+			if now.Before(gatherUntil) {
+				w.mu.Unlock()
+				gather.Reset(gatherUntil.Sub(now))
+				select {
+				case <-w.wake:
+				case <-gather.C:
+				case <-w.stopCh:
+				}
+				if !gather.Stop() {
+					select {
+					case <-gather.C:
+					default:
+					}
+				}
 				continue
 			}
-			failures++
-			w.Logger.Printf("werk worker %s: fetch failed: %v", w.WID, err)
-			backoff := time.Duration(250*(1<<min(failures, 5))) * time.Millisecond
-			select {
-			case <-time.After(backoff):
-			case <-w.stopCh:
+		}
+		gatherUntil = time.Time{}
+		count := min(free, w.FetchBatch)
+		w.requested += count
+		w.fetches++
+		w.mu.Unlock()
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			fetched, err := w.Client.Fetch(fetchCtx, FetchRequest{Queues: w.queueOrder(), WID: w.WID, Count: count, Wait: w.FetchWait})
+			if err != nil && fetchCtx.Err() == nil {
+				w.mu.Lock()
+				failures++
+				backoff := time.Duration(250*(1<<min(failures, 5))) * time.Millisecond
+				w.mu.Unlock()
+				w.Logger.Printf("werk worker %s: fetch failed: %v", w.WID, err)
+				// The capacity stays asked for while backing off, so no other fetch hammers a
+				// server that is down.
+				select {
+				case <-time.After(backoff):
+				case <-w.stopCh:
+				}
+			} else if err == nil {
+				w.mu.Lock()
+				failures = 0
+				w.mu.Unlock()
 			}
-			continue
-		}
-		failures = 0
-		for i := range fetched {
-			job := fetched[i]
-			jobCtx, cancelJob := context.WithCancel(jobsCtx)
-			r := &runningJob{job: &job, cancel: cancelJob}
+			// Jobs fetched are ours to run even when the worker is stopping meanwhile.
 			w.mu.Lock()
-			w.running[job.JID] = r
+			for i := range fetched {
+				w.startLocked(jobsCtx, jobs, &fetched[i])
+			}
+			w.requested -= count
+			w.fetches--
 			w.mu.Unlock()
-			jobs.Add(1)
-			go func() {
-				defer jobs.Done()
-				defer func() {
-					cancelJob()
-					w.mu.Lock()
-					delete(w.running, r.job.JID)
-					w.mu.Unlock()
-					w.poke()
-				}()
-				w.execute(jobCtx, r)
-			}()
-		}
+			w.poke()
+		}()
+	}
+	cancelFetches()
+	inFlight.Wait()
+}
+
+// How long the fetch loop waits at most for a full batch of free capacity while a fetch is in flight.
+const fetchGather = time.Millisecond
+
+// startLocked runs job in a goroutine of its own (w.mu held).
+func (w *Worker) startLocked(jobsCtx context.Context, jobs *sync.WaitGroup, job *Job) {
+	jobCtx, cancelJob := context.WithCancel(jobsCtx)
+	r := &runningJob{job: job, cancel: cancelJob}
+	w.running[job.JID] = r
+	w.handling++
+	jobs.Add(1)
+	go func() {
+		defer jobs.Done()
+		defer func() {
+			cancelJob()
+			w.mu.Lock()
+			delete(w.running, r.job.JID)
+			w.handledLocked(r)
+			w.mu.Unlock()
+			w.poke()
+		}()
+		w.execute(jobCtx, r)
+	}()
+}
+
+// handled frees r's handler slot (once), so the fetch loop may ask for more while its ack is on
+// its way.
+func (w *Worker) handled(r *runningJob) {
+	w.mu.Lock()
+	freed := w.handledLocked(r)
+	w.mu.Unlock()
+	if freed {
+		w.poke()
 	}
 }
 
-// How long the fetch loop waits once for more free capacity before fetching less than half a batch.
-const fetchGather = time.Millisecond
+func (w *Worker) handledLocked(r *runningJob) bool {
+	if r.handled {
+		return false
+	}
+	r.handled = true
+	w.handling--
+	return true
+}
 
 func (w *Worker) queueOrder() []string {
 	if len(w.Weights) == 0 {
@@ -557,6 +641,7 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 	} else {
 		err = runHandler(ctx, handler, r.job)
 	}
+	w.handled(r)
 	if ctx.Err() != nil {
 		return // lease lost, or given up at shutdown (already failed by Run)
 	}

@@ -92,7 +92,14 @@ export declare class Worker {
     private readonly handleSignals;
     private readonly onError;
     private readonly acks;
+    /** Fetched and not yet settled. */
     private readonly running;
+    /** Of those, the jobs whose handler has not returned. */
+    private handling;
+    /** Jobs asked for by the fetches in flight. */
+    private requested;
+    private readonly fetches;
+    private fetchFailures;
     private stateValue;
     private stopping;
     private graceMs;
@@ -121,9 +128,21 @@ export declare class Worker {
     terminate(): void;
     /** Run until stopped. Resolves once every fetched job has been settled or reported. */
     run(): Promise<void>;
+    /**
+     * Keeps fetches in flight for the capacity the running jobs leave free, until the worker stops.
+     * A handler's slot frees when it returns, before its ack is confirmed: the ack goes out with
+     * others (AckBatcher), and fetching only once it is confirmed would leave the worker idle for an
+     * ack's round trip after every batch. Jobs awaiting their ack are bounded too (at most
+     * `concurrency` of them besides the running handlers). A second fetch pipelines behind the
+     * first, so a job pushed while one fetch's answer travels back, and while it is asked again,
+     * finds the other one long-polling at the server.
+     */
     private fetchLoop;
+    private fetchOnce;
     private beatLoop;
     private start;
+    /** Frees `entry`'s handler slot (once), so the fetch loop may ask for more while its ack is on its way. */
+    private handled;
     private execute;
     /**
      * The handler's outcome if it ends within `seconds`; else its signal is aborted with a

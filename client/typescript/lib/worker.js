@@ -32,7 +32,14 @@ export class Worker {
     handleSignals;
     onError;
     acks;
+    /** Fetched and not yet settled. */
     running = new Map();
+    /** Of those, the jobs whose handler has not returned. */
+    handling = 0;
+    /** Jobs asked for by the fetches in flight. */
+    requested = 0;
+    fetches = new Set();
+    fetchFailures = 0;
     stateValue = "running";
     stopping = false;
     graceMs;
@@ -123,6 +130,8 @@ export class Worker {
         this.stopping = false;
         this.graceMs = this.shutdownGraceMs;
         this.fetchAbort = new AbortController();
+        this.handling = 0;
+        this.requested = 0;
         const onSignal = () => {
             // A second signal cuts the grace period.
             this.stop(this.stopping ? 0 : this.shutdownGraceMs);
@@ -158,32 +167,60 @@ export class Worker {
         }
     }
     // -- loops ---------------------------------------------------------------------------------
+    /**
+     * Keeps fetches in flight for the capacity the running jobs leave free, until the worker stops.
+     * A handler's slot frees when it returns, before its ack is confirmed: the ack goes out with
+     * others (AckBatcher), and fetching only once it is confirmed would leave the worker idle for an
+     * ack's round trip after every batch. Jobs awaiting their ack are bounded too (at most
+     * `concurrency` of them besides the running handlers). A second fetch pipelines behind the
+     * first, so a job pushed while one fetch's answer travels back, and while it is asked again,
+     * finds the other one long-polling at the server.
+     */
     async fetchLoop() {
-        let failures = 0;
+        const maxFetches = Math.max(2, Math.ceil(this.concurrency / this.fetchBatch));
+        // With a fetch already in flight, the next one waits for half a batch of free capacity:
+        // handlers that end one by one would otherwise each send a fetch for one or two jobs.
+        const floor = Math.max(1, Math.floor(Math.min(this.fetchBatch, this.concurrency) / 2));
+        this.fetchFailures = 0;
         while (!this.stopping) {
-            if (this.stateValue !== "running" || this.running.size >= this.concurrency) {
+            const free = Math.min(this.concurrency - this.handling, 2 * this.concurrency - this.running.size) - this.requested;
+            const need = this.fetches.size > 0 ? floor : 1;
+            if (this.stateValue !== "running" || free < need || this.fetches.size >= maxFetches) {
                 await this.waitForWake();
                 continue;
             }
-            const count = Math.min(this.fetchBatch, this.concurrency - this.running.size);
-            let jobs;
-            try {
-                jobs = await this.client.fetch({ queues: this.weights ? weightedOrder(this.queues, this.weights) : this.queues, wid: this.wid, count, wait: this.fetchWait }, this.fetchAbort.signal);
-                failures = 0;
-            }
-            catch (error) {
-                if (this.fetchAbort.signal.aborted) {
-                    this.fetchAbort = new AbortController();
-                    continue;
-                }
-                this.onError(error);
-                failures++;
-                await this.pause(Math.min(10_000, 250 * 2 ** failures));
-                continue;
-            }
-            for (const job of jobs)
-                this.start(job);
+            if (this.fetchAbort.signal.aborted)
+                this.fetchAbort = new AbortController();
+            const count = Math.min(this.fetchBatch, free);
+            this.requested += count;
+            const fetch = this.fetchOnce(count, this.fetchAbort.signal).finally(() => {
+                this.requested -= count;
+                this.fetches.delete(fetch);
+                this.wake();
+            });
+            this.fetches.add(fetch);
         }
+        // Jobs a fetch still in flight leases are ours to run.
+        while (this.fetches.size > 0)
+            await Promise.all([...this.fetches]);
+    }
+    async fetchOnce(count, signal) {
+        let jobs;
+        try {
+            jobs = await this.client.fetch({ queues: this.weights ? weightedOrder(this.queues, this.weights) : this.queues, wid: this.wid, count, wait: this.fetchWait }, signal);
+            this.fetchFailures = 0;
+        }
+        catch (error) {
+            if (signal.aborted)
+                return;
+            this.onError(error);
+            this.fetchFailures++;
+            // The capacity stays asked for while backing off, so no other fetch hammers a server that is down.
+            await this.pause(Math.min(10_000, 250 * 2 ** this.fetchFailures));
+            return;
+        }
+        for (const job of jobs)
+            this.start(job);
     }
     async beatLoop() {
         while (!this.stopping) {
@@ -209,14 +246,24 @@ export class Worker {
     }
     // -- one job -------------------------------------------------------------------------------
     start(job) {
-        const entry = { job, controller: new AbortController(), lost: false };
+        const entry = { job, controller: new AbortController(), lost: false, handled: false };
         this.running.set(job.jid, entry);
+        this.handling++;
         this.scheduleExtend(entry);
         void this.execute(entry).finally(() => {
             clearTimeout(entry.extendTimer);
             this.running.delete(job.jid);
+            this.handled(entry);
             this.wake();
         });
+    }
+    /** Frees `entry`'s handler slot (once), so the fetch loop may ask for more while its ack is on its way. */
+    handled(entry) {
+        if (entry.handled)
+            return;
+        entry.handled = true;
+        this.handling--;
+        this.wake();
     }
     async execute(entry) {
         const { job } = entry;
@@ -251,6 +298,7 @@ export class Worker {
         }
         const running = call().then((value) => ({ ok: true, value }), (error) => ({ ok: false, error }));
         const outcome = timeout === undefined ? await running : await this.within(entry, running, timeout);
+        this.handled(entry);
         // Settled elsewhere (lease lost / shut down); a timed-out job is this worker's to fail.
         if (entry.lost || (entry.controller.signal.aborted && !entry.timedOut))
             return;
@@ -389,6 +437,7 @@ export class Worker {
                 backtrace: [],
             });
             this.running.delete(entry.job.jid);
+            this.handled(entry);
         }));
     }
     wake() {

@@ -79,6 +79,8 @@ interface Running {
   job: FetchedJob;
   controller: AbortController;
   lost: boolean;
+  /** Its handler returned (or never ran): its slot of `concurrency` is free. */
+  handled: boolean;
   timedOut?: boolean;
   extendTimer?: NodeJS.Timeout;
 }
@@ -112,7 +114,14 @@ export class Worker {
   private readonly handleSignals: boolean;
   private readonly onError: (error: unknown, job?: FetchedJob) => void;
   private readonly acks: AckBatcher | undefined;
+  /** Fetched and not yet settled. */
   private readonly running = new Map<string, Running>();
+  /** Of those, the jobs whose handler has not returned. */
+  private handling = 0;
+  /** Jobs asked for by the fetches in flight. */
+  private requested = 0;
+  private readonly fetches = new Set<Promise<void>>();
+  private fetchFailures = 0;
   private stateValue: WorkerState = "running";
   private stopping = false;
   private graceMs: number;
@@ -210,6 +219,8 @@ export class Worker {
     this.stopping = false;
     this.graceMs = this.shutdownGraceMs;
     this.fetchAbort = new AbortController();
+    this.handling = 0;
+    this.requested = 0;
     const onSignal = (): void => {
       // A second signal cuts the grace period.
       this.stop(this.stopping ? 0 : this.shutdownGraceMs);
@@ -243,33 +254,60 @@ export class Worker {
 
   // -- loops ---------------------------------------------------------------------------------
 
+  /**
+   * Keeps fetches in flight for the capacity the running jobs leave free, until the worker stops.
+   * A handler's slot frees when it returns, before its ack is confirmed: the ack goes out with
+   * others (AckBatcher), and fetching only once it is confirmed would leave the worker idle for an
+   * ack's round trip after every batch. Jobs awaiting their ack are bounded too (at most
+   * `concurrency` of them besides the running handlers). A second fetch pipelines behind the
+   * first, so a job pushed while one fetch's answer travels back, and while it is asked again,
+   * finds the other one long-polling at the server.
+   */
   private async fetchLoop(): Promise<void> {
-    let failures = 0;
+    const maxFetches = Math.max(2, Math.ceil(this.concurrency / this.fetchBatch));
+    // With a fetch already in flight, the next one waits for half a batch of free capacity:
+    // handlers that end one by one would otherwise each send a fetch for one or two jobs.
+    const floor = Math.max(1, Math.floor(Math.min(this.fetchBatch, this.concurrency) / 2));
+    this.fetchFailures = 0;
     while (!this.stopping) {
-      if (this.stateValue !== "running" || this.running.size >= this.concurrency) {
+      const free =
+        Math.min(this.concurrency - this.handling, 2 * this.concurrency - this.running.size) - this.requested;
+      const need = this.fetches.size > 0 ? floor : 1;
+      if (this.stateValue !== "running" || free < need || this.fetches.size >= maxFetches) {
         await this.waitForWake();
         continue;
       }
-      const count = Math.min(this.fetchBatch, this.concurrency - this.running.size);
-      let jobs: FetchedJob[];
-      try {
-        jobs = await this.client.fetch(
-          { queues: this.weights ? weightedOrder(this.queues, this.weights) : this.queues, wid: this.wid, count, wait: this.fetchWait },
-          this.fetchAbort.signal,
-        );
-        failures = 0;
-      } catch (error) {
-        if (this.fetchAbort.signal.aborted) {
-          this.fetchAbort = new AbortController();
-          continue;
-        }
-        this.onError(error);
-        failures++;
-        await this.pause(Math.min(10_000, 250 * 2 ** failures));
-        continue;
-      }
-      for (const job of jobs) this.start(job);
+      if (this.fetchAbort.signal.aborted) this.fetchAbort = new AbortController();
+      const count = Math.min(this.fetchBatch, free);
+      this.requested += count;
+      const fetch = this.fetchOnce(count, this.fetchAbort.signal).finally(() => {
+        this.requested -= count;
+        this.fetches.delete(fetch);
+        this.wake();
+      });
+      this.fetches.add(fetch);
     }
+    // Jobs a fetch still in flight leases are ours to run.
+    while (this.fetches.size > 0) await Promise.all([...this.fetches]);
+  }
+
+  private async fetchOnce(count: number, signal: AbortSignal): Promise<void> {
+    let jobs: FetchedJob[];
+    try {
+      jobs = await this.client.fetch(
+        { queues: this.weights ? weightedOrder(this.queues, this.weights) : this.queues, wid: this.wid, count, wait: this.fetchWait },
+        signal,
+      );
+      this.fetchFailures = 0;
+    } catch (error) {
+      if (signal.aborted) return;
+      this.onError(error);
+      this.fetchFailures++;
+      // The capacity stays asked for while backing off, so no other fetch hammers a server that is down.
+      await this.pause(Math.min(10_000, 250 * 2 ** this.fetchFailures));
+      return;
+    }
+    for (const job of jobs) this.start(job);
   }
 
   private async beatLoop(): Promise<void> {
@@ -295,14 +333,24 @@ export class Worker {
   // -- one job -------------------------------------------------------------------------------
 
   private start(job: FetchedJob): void {
-    const entry: Running = { job, controller: new AbortController(), lost: false };
+    const entry: Running = { job, controller: new AbortController(), lost: false, handled: false };
     this.running.set(job.jid, entry);
+    this.handling++;
     this.scheduleExtend(entry);
     void this.execute(entry).finally(() => {
       clearTimeout(entry.extendTimer);
       this.running.delete(job.jid);
+      this.handled(entry);
       this.wake();
     });
+  }
+
+  /** Frees `entry`'s handler slot (once), so the fetch loop may ask for more while its ack is on its way. */
+  private handled(entry: Running): void {
+    if (entry.handled) return;
+    entry.handled = true;
+    this.handling--;
+    this.wake();
   }
 
   private async execute(entry: Running): Promise<void> {
@@ -340,6 +388,7 @@ export class Worker {
       (error: unknown) => ({ ok: false as const, error }),
     );
     const outcome = timeout === undefined ? await running : await this.within(entry, running, timeout);
+    this.handled(entry);
     // Settled elsewhere (lease lost / shut down); a timed-out job is this worker's to fail.
     if (entry.lost || (entry.controller.signal.aborted && !entry.timedOut)) return;
     clearTimeout(entry.extendTimer);
@@ -482,6 +531,7 @@ export class Worker {
           backtrace: [],
         });
         this.running.delete(entry.job.jid);
+        this.handled(entry);
       }),
     );
   }
