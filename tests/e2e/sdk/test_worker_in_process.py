@@ -134,10 +134,19 @@ class _CountingTransport(httpx.AsyncHTTPTransport):
     def __init__(self) -> None:
         super().__init__()
         self.paths: list[str] = []
+        self.polling = 0
+        self.most_polling = 0  # fetches open at once
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.paths.append(request.url.path)
-        return await super().handle_async_request(request)
+        if request.url.path != "/v1/fetch":
+            return await super().handle_async_request(request)
+        self.polling += 1
+        self.most_polling = max(self.most_polling, self.polling)
+        try:
+            return await super().handle_async_request(request)
+        finally:
+            self.polling -= 1
 
 
 async def test_an_idle_worker_long_polls_instead_of_spinning(werk_server):
@@ -149,6 +158,7 @@ async def test_an_idle_worker_long_polls_instead_of_spinning(werk_server):
     await asyncio.sleep(3.5)
     fetches = transport.paths.count("/v1/fetch")
     assert 1 <= fetches <= 6  # one open long poll at a time, renewed every second
+    assert transport.most_polling == 1  # an idle worker holds one long poll
     await client.push("noop")
     await _eventually(lambda: worker.processed == 1, timeout=10)
     worker.stop()
