@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional, TypeAlias,
 import msgspec
 
 from werk.domain import job as rules
-from werk.domain.json_values import INT64, MAX_JSON_DEPTH, NO_NUL, check_json, check_text
+from werk.domain.json_values import (
+    INT64,
+    MAX_JSON_DEPTH,
+    NO_NUL,
+    check_json,
+    check_text,
+    walk,
+)
 from werk.domain.times import OUT_OF_RANGE, check_time
 
 # What check_json accepts, in words: JSON Schema could say it only recursively, which several
@@ -113,14 +120,7 @@ def every_error(
 def _left_out(data: Any, loc: str) -> bool:
     """Removes the key at ``loc`` (``jobs.1.queue``) from ``data``: whether it was there."""
     *path, name = loc.split(".")
-    node = data
-    for part in path:
-        if type(node) is dict:
-            node = node.get(part)
-        elif type(node) is list and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
+    node = walk(data, path)
     if type(node) is dict and loc != "body" and name in node:
         del node[name]
         return True

@@ -73,3 +73,16 @@ def _check_container(container: Any, depth: int) -> None:
             _check_container(item, depth + 1)
         elif kind is not bool and item is not None:
             _check_scalar(item)
+
+
+def walk(value: Any, steps: Iterable[str]) -> Any:
+    """The value reached from ``value`` by ``steps`` (object keys, array indexes as digits), or
+    None where they lead nowhere."""
+    for step in steps:
+        if type(value) is dict:
+            value = value.get(step)
+        elif type(value) is list and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        else:
+            return None
+    return value

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from werk.domain.job import OnConflict, UniqueLock, UniqueUntil
+from werk.domain.json_values import walk
 
 if TYPE_CHECKING:
     from werk.domain.bodies import JobPush, UniqueBody
@@ -46,15 +47,7 @@ def value_at(spec: JobPush, path: str) -> Any:
     """The value at ``path`` ("args.0.user", "custom.tenant") of the job, or None where the path
     leads nowhere."""
     root, *steps = path.split(".")
-    value: Any = spec.args if root == "args" else spec.custom
-    for step in steps:
-        if type(value) is dict:
-            value = value.get(step)
-        elif type(value) is list and step.isdigit() and int(step) < len(value):
-            value = value[int(step)]
-        else:
-            return None
-    return value
+    return walk(spec.args if root == "args" else spec.custom, steps)
 
 
 def unique_key(spec: JobPush, key: str | None, by: Sequence[str] | None) -> str:
