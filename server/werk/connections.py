@@ -21,6 +21,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from werk.api.problems import problem_json
+from werk.coalescing import CoalescingTransport
 from werk.config import Settings
 from werk.errors import RequestTimeout
 
@@ -56,7 +57,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     """One deadline per connection: while a request is being read, the time by which its head (or
     its body) must be complete; None between requests and while the app answers, where uvicorn's
     keep-alive timer and the app's own waits (long polls) govern. A single timer per connection
-    checks it, re-armed only when it fires or a deadline comes earlier than it."""
+    checks it, re-armed only when it fires or a deadline comes earlier than it.
+
+    Its answers are written through a CoalescingTransport (werk.coalescing), so that each goes
+    out in one write."""
 
     def __init__(
         self,
@@ -79,7 +83,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.transport = transport  # connection_lost expects it
             transport.close()
             return
-        super().connection_made(transport)
+        super().connection_made(CoalescingTransport(transport, self.loop))
         self.reading = "connect"
         self._read_by(self.loop.time() + self.limits.header_timeout)
 
