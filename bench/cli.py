@@ -579,19 +579,22 @@ class Runner:
     async def search(self) -> None:
         c = self.ctx
         r = await scenarios.search(c)
-        words_mb = int(r["sizes"]["per_index"].get("werk_jobs_words_idx", 0)) // 2**20
+        per_index = r["sizes"]["per_index"]
+        words_mb = int(per_index.get("werk_jobs_words_idx", 0)) // 2**20
+        available_mb = int(per_index.get("werk_jobs_available_words_idx", 0)) // 2**20
         self.record(
             {"scenario": "search", "variant": f"jobs={r['jobs']}", "name": "search", **r},
             f"{'search':<12} seeded {r['jobs']:,} available + {r['completed']:,} completed jobs "
             f"in {r['seed_seconds']} s; table+indexes {int(r['sizes']['total']) // 2**20} MB "
-            f"(words index {words_mb} MB)",
+            f"(words index {words_mb} MB; over available jobs: {r['available_index']}, "
+            f"{available_mb} MB)",
         )
         for row in r["rows"]:
             index = ""
-            if "uses_words_index" in row:
+            if "words_indexes" in row:
                 index = (
-                    f"  EXPLAIN ANALYZE: {row['execution']}, words index "
-                    f"{'used' if row['uses_words_index'] else 'NOT used'}, "
+                    f"  EXPLAIN ANALYZE: {row['execution']}, words indexes read: "
+                    f"{', '.join(row['words_indexes']) or 'none'}, "
                     f"{row['rows_filtered']:,} jobs read and left out"
                 )
             print(
