@@ -694,6 +694,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--idle-polls", type=int, default=1000)
     r.add_argument("--push-clients", type=int, nargs="+", default=[8, 32])
+    r.add_argument(
+        "--push-args",
+        default="[]",
+        help="push-single and push-batch: the args of each job, JSON in which each {n} is "
+        'replaced by a job number (0..999), e.g. \'[{"order": "order-{n}", "customer": '
+        '"acme {n}"}]\' for words the search indexes hold',
+    )
     r.add_argument("--batch-sizes", type=int, nargs="+", default=[100, 1000])
     r.add_argument("--batch-clients", type=int, default=4)
     r.add_argument("--work-workers-1", type=int, default=32, help="0 leaves the variant out")
@@ -774,6 +781,7 @@ def _context(args: argparse.Namespace, target: Target) -> Context:
         idle_settle=1.0 if quick else 3.0,
         idle_window=2.0 if quick else 10.0,
         push_clients=args.push_clients,
+        push_args=args.push_args,
         batch_sizes=args.batch_sizes,
         batch_clients=args.batch_clients,
         work_workers_1=args.work_workers_1,

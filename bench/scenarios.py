@@ -93,6 +93,7 @@ class Context:
     completed_rows: int = 1_000_000
     search_jobs: int = 1_000_000
     search_rounds: int = 5
+    push_args: str = "[]"  # push-single and push-batch: each job's args (JSON; {n} numbers them)
     # Set while completed jobs seeded for the run stay in the table: resets keep this queue.
     keep_queue: str | None = None
     baselines: dict[str, float] = field(default_factory=dict)
@@ -119,12 +120,25 @@ def pct(values: list[float], p: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-def _push_body(queue: str) -> bytes:
-    return orjson.dumps({"jobtype": "noop", "args": [], "queue": queue})
+# How many different jobs the pushes cycle through when --push-args numbers them.
+PUSH_VARIANTS = 1000
 
 
-def _batch_body(queue: str, n: int) -> bytes:
-    return orjson.dumps({"jobs": [{"jobtype": "noop", "args": [], "queue": queue}] * n})
+def _args(template: str, n: int) -> Any:
+    """The args of job number ``n``: --push-args with each {n} replaced by it."""
+    return orjson.loads(template.replace("{n}", str(n)))
+
+
+def _push_body(queue: str, args: str = "[]", n: int = 0) -> bytes:
+    return orjson.dumps({"jobtype": "noop", "args": _args(args, n), "queue": queue})
+
+
+def _batch_body(queue: str, n: int, args: str = "[]") -> bytes:
+    if args == "[]":
+        return orjson.dumps({"jobs": [{"jobtype": "noop", "args": [], "queue": queue}] * n})
+    return orjson.dumps(
+        {"jobs": [{"jobtype": "noop", "args": _args(args, i), "queue": queue} for i in range(n)]}
+    )
 
 
 async def _connections(ctx: Context, n: int) -> list[Connection]:
@@ -262,10 +276,10 @@ async def livez(ctx: Context, clients: int = 32, requests: int | None = None) ->
 
 async def push_single(ctx: Context, clients: int, queue: str = QUEUE) -> dict[str, Any]:
     n = ctx.jobs
-    body = _push_body(queue)
+    bodies = [_push_body(queue, ctx.push_args, i) for i in range(PUSH_VARIANTS)]
     conns = await _connections(ctx, clients)
     for c in conns:  # warm-up: connections open, statements prepared on the server's pool
-        await c.post_raw("/v1/jobs", body, expect=(201,))
+        await c.post_raw("/v1/jobs", bodies[0], expect=(201,))
     remaining = n
     lat: list[float] = []
 
@@ -274,7 +288,7 @@ async def push_single(ctx: Context, clients: int, queue: str = QUEUE) -> dict[st
         while remaining > 0:
             remaining -= 1
             t = time.perf_counter()
-            await conn.post_raw("/v1/jobs", body, expect=(201,))
+            await conn.post_raw("/v1/jobs", bodies[remaining % PUSH_VARIANTS], expect=(201,))
             lat.append(time.perf_counter() - t)
 
     async def run() -> int:
@@ -296,7 +310,7 @@ async def push_batch(
     """``minimal``: ask for the short answer (``Prefer: return=minimal``: jids, not jobs)."""
     requests = max(1, ctx.jobs // batch)
     n = requests * batch
-    body = _batch_body(queue, batch)
+    body = _batch_body(queue, batch, ctx.push_args)
     headers = b"Prefer: return=minimal\r\n" if minimal else b""
     clients = min(clients, requests)
     conns = await _connections(ctx, clients)
