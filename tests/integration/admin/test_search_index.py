@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import InProcess
 from tests.integration.admin.support import dead_job, push
 from tests.integration.test_admin_plan import plans
+from werk.cli import main
 from werk.db import search_index as index_state
 from werk.db.pool import connect
 from werk.services import search_index
@@ -185,3 +186,16 @@ async def test_concurrent_ensures_build_one_index(
         await asyncio.sleep(0.05)
     assert await index_state.state(conn) is True
     assert await count_indexes(conn) == 1
+
+
+def test_the_command_builds_the_index_and_drops_it(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv, said in (
+        ([], "built"),
+        ([], "present"),
+        (["--drop"], "dropped"),
+        (["--drop"], "absent"),
+    ):
+        main(["search-index", "--database-url", database_url, *argv])
+        assert capsys.readouterr().out == f"werk_jobs_available_words_idx: {said}\n"
