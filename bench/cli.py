@@ -579,19 +579,22 @@ class Runner:
     async def search(self) -> None:
         c = self.ctx
         r = await scenarios.search(c)
-        words_mb = int(r["sizes"]["per_index"].get("werk_jobs_words_idx", 0)) // 2**20
+        per_index = r["sizes"]["per_index"]
+        words_mb = int(per_index.get("werk_jobs_words_idx", 0)) // 2**20
+        available_mb = int(per_index.get("werk_jobs_available_words_idx", 0)) // 2**20
         self.record(
             {"scenario": "search", "variant": f"jobs={r['jobs']}", "name": "search", **r},
             f"{'search':<12} seeded {r['jobs']:,} available + {r['completed']:,} completed jobs "
             f"in {r['seed_seconds']} s; table+indexes {int(r['sizes']['total']) // 2**20} MB "
-            f"(words index {words_mb} MB)",
+            f"(words index {words_mb} MB; over available jobs: {r['available_index']}, "
+            f"{available_mb} MB)",
         )
         for row in r["rows"]:
             index = ""
-            if "uses_words_index" in row:
+            if "words_indexes" in row:
                 index = (
-                    f"  EXPLAIN ANALYZE: {row['execution']}, words index "
-                    f"{'used' if row['uses_words_index'] else 'NOT used'}, "
+                    f"  EXPLAIN ANALYZE: {row['execution']}, words indexes read: "
+                    f"{', '.join(row['words_indexes']) or 'none'}, "
                     f"{row['rows_filtered']:,} jobs read and left out"
                 )
             print(
@@ -691,6 +694,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--idle-polls", type=int, default=1000)
     r.add_argument("--push-clients", type=int, nargs="+", default=[8, 32])
+    r.add_argument(
+        "--push-args",
+        default="[]",
+        help="push-single and push-batch: the args of each job, JSON in which each {n} is "
+        'replaced by a job number (0..999), e.g. \'[{"order": "order-{n}", "customer": '
+        '"acme {n}"}]\' for words the search indexes hold',
+    )
     r.add_argument("--batch-sizes", type=int, nargs="+", default=[100, 1000])
     r.add_argument("--batch-clients", type=int, default=4)
     r.add_argument("--work-workers-1", type=int, default=32, help="0 leaves the variant out")
@@ -771,6 +781,7 @@ def _context(args: argparse.Namespace, target: Target) -> Context:
         idle_settle=1.0 if quick else 3.0,
         idle_window=2.0 if quick else 10.0,
         push_clients=args.push_clients,
+        push_args=args.push_args,
         batch_sizes=args.batch_sizes,
         batch_clients=args.batch_clients,
         work_workers_1=args.work_workers_1,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -92,6 +93,7 @@ class Context:
     completed_rows: int = 1_000_000
     search_jobs: int = 1_000_000
     search_rounds: int = 5
+    push_args: str = "[]"  # push-single and push-batch: each job's args (JSON; {n} numbers them)
     # Set while completed jobs seeded for the run stay in the table: resets keep this queue.
     keep_queue: str | None = None
     baselines: dict[str, float] = field(default_factory=dict)
@@ -118,12 +120,25 @@ def pct(values: list[float], p: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-def _push_body(queue: str) -> bytes:
-    return orjson.dumps({"jobtype": "noop", "args": [], "queue": queue})
+# How many different jobs the pushes cycle through when --push-args numbers them.
+PUSH_VARIANTS = 1000
 
 
-def _batch_body(queue: str, n: int) -> bytes:
-    return orjson.dumps({"jobs": [{"jobtype": "noop", "args": [], "queue": queue}] * n})
+def _args(template: str, n: int) -> Any:
+    """The args of job number ``n``: --push-args with each {n} replaced by it."""
+    return orjson.loads(template.replace("{n}", str(n)))
+
+
+def _push_body(queue: str, args: str = "[]", n: int = 0) -> bytes:
+    return orjson.dumps({"jobtype": "noop", "args": _args(args, n), "queue": queue})
+
+
+def _batch_body(queue: str, n: int, args: str = "[]") -> bytes:
+    if args == "[]":
+        return orjson.dumps({"jobs": [{"jobtype": "noop", "args": [], "queue": queue}] * n})
+    return orjson.dumps(
+        {"jobs": [{"jobtype": "noop", "args": _args(args, i), "queue": queue} for i in range(n)]}
+    )
 
 
 async def _connections(ctx: Context, n: int) -> list[Connection]:
@@ -261,10 +276,10 @@ async def livez(ctx: Context, clients: int = 32, requests: int | None = None) ->
 
 async def push_single(ctx: Context, clients: int, queue: str = QUEUE) -> dict[str, Any]:
     n = ctx.jobs
-    body = _push_body(queue)
+    bodies = [_push_body(queue, ctx.push_args, i) for i in range(PUSH_VARIANTS)]
     conns = await _connections(ctx, clients)
     for c in conns:  # warm-up: connections open, statements prepared on the server's pool
-        await c.post_raw("/v1/jobs", body, expect=(201,))
+        await c.post_raw("/v1/jobs", bodies[0], expect=(201,))
     remaining = n
     lat: list[float] = []
 
@@ -273,7 +288,7 @@ async def push_single(ctx: Context, clients: int, queue: str = QUEUE) -> dict[st
         while remaining > 0:
             remaining -= 1
             t = time.perf_counter()
-            await conn.post_raw("/v1/jobs", body, expect=(201,))
+            await conn.post_raw("/v1/jobs", bodies[remaining % PUSH_VARIANTS], expect=(201,))
             lat.append(time.perf_counter() - t)
 
     async def run() -> int:
@@ -295,7 +310,7 @@ async def push_batch(
     """``minimal``: ask for the short answer (``Prefer: return=minimal``: jids, not jobs)."""
     requests = max(1, ctx.jobs // batch)
     n = requests * batch
-    body = _batch_body(queue, batch)
+    body = _batch_body(queue, batch, ctx.push_args)
     headers = b"Prefer: return=minimal\r\n" if minimal else b""
     clients = min(clients, requests)
     conns = await _connections(ctx, clients)
@@ -705,10 +720,25 @@ async def _get(conn: Connection, path: str) -> float:
     return (time.perf_counter() - t) * 1000
 
 
+async def _search_index(db: Db) -> str:
+    """The search index over available jobs (WERK_SEARCH_AVAILABLE), once the build its server
+    started is done: absent, valid or invalid."""
+    from werk.db import search_index
+
+    for _ in range(600):
+        found = await search_index.state(db.c)
+        if found is not False:
+            break
+        await asyncio.sleep(0.5)
+    return {None: "absent", True: "valid", False: "invalid"}[found]
+
+
 async def search(ctx: Context) -> dict[str, Any]:
     """The operators' search (q) over ``search_jobs`` available jobs and a tenth as many
     completed ones kept with their result, seeded with SQL: the API and dashboard answers'
-    times, and EXPLAIN ANALYZE of the job list statement for each API query."""
+    times, and EXPLAIN ANALYZE of the job list statement for each API query. With
+    ``--server-env WERK_SEARCH_AVAILABLE=1`` the available jobs are searched through their index
+    (werk_jobs_available_words_idx), which the seeding then fills."""
     from werk.db.admin_queries import job_list_sql
 
     n = ctx.search_jobs
@@ -718,6 +748,7 @@ async def search(ctx: Context) -> dict[str, Any]:
         await db.reset()
         await db.c.execute(SEED_SEARCHABLE_SQL, "search-", SEARCH_QUEUE, n)
         await db.c.execute(SEED_COMPLETED_SQL, "kept-", KEPT_QUEUE, kept)
+        available_index = await _search_index(db)
         await db.c.execute("VACUUM ANALYZE werk_jobs, werk_completed_jobs")
         await _checkpoint(db)
         sizes = await db.sizes()
@@ -750,6 +781,16 @@ async def search(ctx: Context) -> dict[str, Any]:
             "/v1/jobs?q=c777&state=completed&limit=50",
             ("completed", None, None, "c777", None),
         ),
+        (
+            "api: a customer of 1 in 1,000 jobs",
+            "/v1/jobs?q=c777&limit=50",
+            (None, None, None, "c777", None),
+        ),
+        (
+            "dashboard: queue page ?q= one available job",
+            f"/queues/{SEARCH_QUEUE}?q=order-{one}",
+            None,
+        ),
         ("dashboard: /completed?q= one job", f"/completed?q=order-{one_kept}", None),
         ("dashboard: /completed?q= a customer", "/completed?q=c777", None),
         ("dashboard: /dead?q= (no match)", f"/dead?q=order-{one}", None),
@@ -774,7 +815,10 @@ async def search(ctx: Context) -> dict[str, Any]:
                     )  # fmt: skip
                 text = "\n".join(r[0] for r in plan)
                 row["explain"] = text
-                row["uses_words_index"] = "_words_idx" in text
+                # The words indexes the statement read (a branch not taken shows no rows).
+                row["words_indexes"] = sorted(
+                    set(re.findall(r"Bitmap Index Scan on (\w+_words_idx) \(actual", text))
+                )
                 # The jobs read and left out one by one (the walk over available jobs).
                 row["rows_filtered"] = sum(
                     int(line.rsplit(":", 1)[1])
@@ -785,4 +829,11 @@ async def search(ctx: Context) -> dict[str, Any]:
             rows.append(row)
     finally:
         conn.close()
-    return {"jobs": n, "completed": kept, "seed_seconds": seeded, "sizes": sizes, "rows": rows}
+    return {
+        "jobs": n,
+        "completed": kept,
+        "seed_seconds": seeded,
+        "available_index": available_index,
+        "sizes": sizes,
+        "rows": rows,
+    }

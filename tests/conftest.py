@@ -16,6 +16,8 @@ from tests.support.database import EmbeddedPostgres, TestDatabases
 from tests.support.server import ServerProcess
 from werk.app import create_app
 from werk.config import Settings
+from werk.db import search_index
+from werk.db.pool import connect
 from werk.domain.clock import ManualClock
 from werk.services.container import Services
 
@@ -121,6 +123,27 @@ async def make_api(
 async def api(make_api: Callable[..., Any]) -> InProcess:
     result: InProcess = await make_api()
     return result
+
+
+@pytest.fixture(params=["walked", "indexed"])
+async def search_api(
+    request: pytest.FixtureRequest, make_api: Callable[..., Any], database_url: str
+) -> InProcess:
+    """The app without and with the search index over available jobs (WERK_SEARCH_AVAILABLE,
+    once its background build is done): a search answers the same either way."""
+    if request.param == "walked":
+        result: InProcess = await make_api()
+        return result
+    result = await make_api(search_available=True)
+    conn = await connect(database_url)
+    try:
+        for _ in range(200):
+            if await search_index.state(conn):
+                return result
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+    raise AssertionError("the search index over available jobs was not built")
 
 
 @pytest.fixture

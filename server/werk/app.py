@@ -45,6 +45,7 @@ from werk.services.metrics import MetricsService, RequestDurations
 from werk.services.push import PushService
 from werk.services.queues import QueueService
 from werk.services.results import ResultService
+from werk.services.search_index import SearchIndexBuild
 from werk.services.sessions import SessionService
 from werk.services.settle import SettleService
 from werk.services.wakeup import WakeHub
@@ -103,7 +104,7 @@ def create_app(
         )
         # LISTEN is session state: a transaction pooler cannot keep it, so behind one it needs a
         # direct connection, or the process does without (see WakeHub.without_listen).
-        listen_dsn = settings.direct_database_url if pooled else dsn
+        listen_dsn = settings.session_database_url
         listener = None
         if listen_dsn:
             listener = Listener(
@@ -143,6 +144,13 @@ def create_app(
             hub.without_listen()
         if background:
             services.maintenance.start()
+        # After start-up, so that a build over a backlog does not hold the server's readiness.
+        search_index = None
+        if settings.search_available:
+            assert listen_dsn is not None  # Settings requires a direct URL behind a pooler
+            search_index = SearchIndexBuild(listen_dsn)
+            search_index.start()
+        app.state.search_index = search_index
         # Faktory's wire protocol, in this event loop, over the same services.
         faktory = FaktoryServer(
             settings,
@@ -156,6 +164,8 @@ def create_app(
             yield
         finally:
             await faktory.close()
+            if search_index is not None:
+                await search_index.close()
             await hub.close()
             await services.maintenance.close()
             if listener is not None:

@@ -32,6 +32,14 @@ def _parser() -> argparse.ArgumentParser:
         "--faktory-port", type=int, help="Faktory protocol port, 0 = off (WERK_FAKTORY_PORT, 7419)"
     )
     serve.add_argument(
+        "--search-available",
+        action="store_const",
+        const=True,
+        help="keep a words index over available jobs too, built in the background by one node: "
+        "a search (q) finds them fast, each push pays for its words (WERK_SEARCH_AVAILABLE); "
+        "off again, the index stays until `werk search-index --drop`",
+    )
+    serve.add_argument(
         "--insecure",
         action="store_const",
         const=True,
@@ -46,6 +54,20 @@ def _parser() -> argparse.ArgumentParser:
         choices=["push", "work", "admin", "metrics"],
         required=True,
         help="repeat for several scopes",
+    )
+
+    index = sub.add_parser(
+        "search-index",
+        help="build the words index over available jobs now, in the foreground (what "
+        "WERK_SEARCH_AVAILABLE has a node do after start-up), or --drop it",
+    )
+    index.add_argument("--database-url", help="PostgreSQL URL (WERK_DATABASE_URL)")
+    index.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data (WERK_DATA_DIR)")
+    index.add_argument(
+        "--drop",
+        action="store_true",
+        help="remove it (turn WERK_SEARCH_AVAILABLE off on every node first, or the next one "
+        "to start builds it again)",
     )
 
     openapi = sub.add_parser("openapi", help="print the OpenAPI document")
@@ -65,9 +87,10 @@ def _settings(args: argparse.Namespace) -> Settings:
         sys.exit(f"werk: invalid configuration:\n{exc}")
 
 
-def _serve(settings: Settings) -> None:
+def _database(settings: Settings) -> Settings:
+    """The settings with a database URL: the embedded PostgreSQL's, started (or attached to)
+    when none is configured; the schema brought up to date."""
     from werk.app import prepare_database
-    from werk.server import serve
 
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -86,7 +109,37 @@ def _serve(settings: Settings) -> None:
         sys.exit(f"werk: {exc.detail}")
     except OSError as exc:
         sys.exit(f"werk: cannot reach the database: {exc}")
-    serve(settings)
+    return settings
+
+
+def _serve(settings: Settings) -> None:
+    from werk.server import serve
+
+    serve(_database(settings))
+
+
+def _search_index(settings: Settings, drop: bool) -> None:
+    from werk.db.pool import connect
+    from werk.services import search_index
+
+    settings = _database(settings)
+    dsn = settings.session_database_url
+    if dsn is None:
+        sys.exit("werk: behind a pooler this needs WERK_DIRECT_DATABASE_URL (a session lock)")
+
+    async def run() -> str:
+        conn = await connect(dsn)
+        try:
+            if drop:
+                return await search_index.drop(conn)
+            return await search_index.ensure(conn)
+        finally:
+            await conn.close()
+
+    done = asyncio.run(run())
+    if done == "busy":
+        sys.exit(f"werk: another node is building {search_index.INDEX}; run this again later")
+    sys.stdout.write(f"{search_index.INDEX}: {done}\n")
 
 
 def _openapi(output: Path | None) -> None:
@@ -120,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         _serve(_settings(args))
+    elif args.command == "search-index":
+        _search_index(_settings(args), args.drop)
     elif args.command == "openapi":
         _openapi(args.output)
     elif args.command == "token":

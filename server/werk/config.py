@@ -166,6 +166,17 @@ class Settings(BaseSettings):
         "refused with 413 result_too_large.",
     )
 
+    # Search (q) reads werk_jobs_words_idx, which leaves available jobs out so that the job
+    # traffic never writes to it; this adds the index that covers them, for those who search
+    # large backlogs and accept what each push then pays.
+    search_available: bool = Field(
+        False,
+        description="Keep a words index over available jobs too, so that a search (q) finds "
+        "them without reading every available job; each push then writes its words into it. "
+        "One node builds it in the background after start-up (CREATE INDEX CONCURRENTLY); "
+        "turning this off keeps the index: remove it with `werk search-index --drop`.",
+    )
+
     # Faktory's wire protocol (FWP), served by the same process beside HTTP.
     faktory_port: int = Field(
         7419, ge=0, le=65535, description="TCP port for Faktory clients (FWP); 0 disables it."
@@ -276,6 +287,21 @@ class Settings(BaseSettings):
     def pooled(self) -> bool:
         """WERK_DATABASE_URL leads to a transaction pooler."""
         return self.database_pooler == "transaction"
+
+    @property
+    def session_database_url(self) -> str | None:
+        """Where a connection can keep session state (LISTEN, a session lock): the database
+        itself, or behind a pooler WERK_DIRECT_DATABASE_URL (None when it is not given)."""
+        return self.direct_database_url if self.pooled else self.database_url
+
+    @model_validator(mode="after")
+    def _search_index_needs_a_session(self) -> Settings:
+        if self.search_available and self.pooled and not self.direct_database_url:
+            raise ValueError(
+                "WERK_SEARCH_AVAILABLE behind a pooler needs WERK_DIRECT_DATABASE_URL: the node "
+                "that builds the search index holds a session lock while it builds"
+            )
+        return self
 
     @model_validator(mode="after")
     def _public_bind_needs_tokens(self) -> Settings:

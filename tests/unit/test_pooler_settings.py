@@ -31,3 +31,17 @@ def test_a_direct_url_without_a_pooler_is_refused() -> None:
 def test_an_unknown_pooling_mode_is_refused() -> None:
     with pytest.raises(ValidationError, match="database_pooler"):
         Settings(database_url=URL, database_pooler="session")
+
+
+def test_the_search_index_behind_a_pooler_needs_the_direct_url() -> None:
+    """Its builder holds a session lock, which a transaction pooler cannot keep."""
+    with pytest.raises(ValidationError, match="WERK_SEARCH_AVAILABLE behind a pooler needs"):
+        Settings(database_url=URL, database_pooler="transaction", search_available=True)
+    settings = Settings(
+        database_url=URL,
+        database_pooler="transaction",
+        direct_database_url=DIRECT,
+        search_available=True,
+    )
+    assert settings.session_database_url == DIRECT
+    assert Settings(database_url=URL, search_available=True).session_database_url == URL

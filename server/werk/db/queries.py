@@ -411,7 +411,7 @@ async def vacuum_jobs(
     (SKIP_LOCKED), which keeps the nodes apart as well, at the price of a line in PostgreSQL's
     log for each skip."""
     async with pool.acquire() as conn:
-        if not pooled and not await conn.fetchval(sql("jobs_vacuum_lock"), VACUUM_LOCK_KEY):
+        if not pooled and not await conn.fetchval(sql("lock_try"), VACUUM_LOCK_KEY):
             return None
         try:
             row = await conn.fetchrow(sql("jobs_changed"))
@@ -424,5 +424,5 @@ async def vacuum_jobs(
                 await conn.execute(sql("settlings_vacuum"))
         finally:
             if not pooled:
-                await conn.execute(sql("jobs_vacuum_unlock"), VACUUM_LOCK_KEY)
+                await conn.execute(sql("lock_release"), VACUUM_LOCK_KEY)
         return changed, what

@@ -48,10 +48,11 @@ async def test_list_filters(api: InProcess) -> None:
     assert jids(await list_jobs(api, q="100%")) == set()  # % is literal, not a wildcard
 
 
-async def test_q_matches_words_of_args_and_custom_in_every_state(api: InProcess) -> None:
+async def test_q_matches_words_of_args_and_custom_in_every_state(search_api: InProcess) -> None:
     """Each word of q must begin a word of the job's args or custom values (strings, numbers,
     booleans; not keys), errtype or message, case-insensitively; available and active jobs as
     well as the others, and a job made available again by a retry."""
+    api = search_api
     waiting = await push(
         api, queue="a", args=[{"customer": "Acme 42", "n": 7}], custom={"region": "westland"}
     )

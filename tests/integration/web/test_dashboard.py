@@ -82,7 +82,10 @@ async def test_pages_show_the_data(api: InProcess) -> None:
     assert jobs["retrying"] not in (await api.http.get("/retries?q=nothing-like-this")).text
 
 
-async def test_search_by_args_and_custom_lists_the_matching_jobs_only(api: InProcess) -> None:
+async def test_search_by_args_and_custom_lists_the_matching_jobs_only(
+    search_api: InProcess,
+) -> None:
+    api = search_api
     acme = await dead_job(
         api, args=["invoice-4711", {"customer": "acme"}], custom={"tenant": "north"}
     )

@@ -9,12 +9,22 @@
 -- queue across states); active jobs, which the index leaves out, are few and read through
 -- werk_jobs_active_idx. The first $8 of those are the page. A search (q) reads the jobs whose
 -- words match from werk_jobs_words_idx instead of walking the pairs, except the available jobs,
--- which that index leaves out: those are still walked per queue. The bounds are written so that
+-- which that index leaves out: those are read from werk_jobs_available_words_idx where the
+-- operator made it (WERK_SEARCH_AVAILABLE) and it is valid, else walked per queue. Which of the
+-- two is decided as the statement runs (the indexed CTE), so that a plan made before the index
+-- was built, or while it is invalid, still answers. The bounds are written so that
 -- an index can use them in a generic plan too: coalesce, not "$n IS NULL OR". Completed jobs
 -- are read the same way from werk_completed_jobs, through werk_stored_jobs.
 WITH RECURSIVE /*pairs*/,
 search AS (
     SELECT werk_job_search($4::text) AS words
+),
+-- Whether werk_jobs_available_words_idx (search_index_create.sql) is there and valid: one
+-- being built, or left invalid by a build that stopped, is not read.
+indexed AS (
+    SELECT coalesce(bool_and(i.indisvalid), false) AS valid
+    FROM pg_index i
+    WHERE i.indexrelid = to_regclass('werk_jobs_available_words_idx')
 ),
 candidates AS (
     SELECT k.created_at, k.jid
@@ -30,7 +40,18 @@ candidates AS (
         LIMIT $8
     ) k
     WHERE ($1::werk_job_state IS NULL OR p.state = $1::werk_job_state)
-      AND ($4::text IS NULL OR p.state = 'available')
+      AND ($4::text IS NULL OR (p.state = 'available' AND NOT (SELECT valid FROM indexed)))
+    UNION ALL
+    SELECT j.created_at, j.jid
+    FROM werk_jobs j
+    WHERE $4::text IS NOT NULL AND (SELECT valid FROM indexed)
+      AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
+      AND j.state = 'available'
+      AND ($1::werk_job_state IS NULL OR $1::werk_job_state = 'available')
+      AND ($2::text IS NULL OR j.queue = $2::text)
+      AND (j.created_at, j.jid) /*after*/
+      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                          $3::text, NULL, NULL, $5::boolean)
     UNION ALL
     SELECT j.created_at, j.jid
     FROM werk_stored_jobs j

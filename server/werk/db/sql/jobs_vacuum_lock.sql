@@ -1,2 +1,0 @@
--- One node at a time vacuums the job table (a session lock on the connection that vacuums).
-SELECT pg_try_advisory_lock($1)

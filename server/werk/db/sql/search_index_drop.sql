@@ -1,0 +1,2 @@
+-- The search index over available jobs removed, without blocking the job traffic.
+DROP INDEX CONCURRENTLY IF EXISTS werk_jobs_available_words_idx

@@ -1,0 +1,201 @@
+"""The search index over available jobs (WERK_SEARCH_AVAILABLE): the job list reads the available
+jobs through it once it is valid, and walks them per queue otherwise, with the same answers; one
+session builds it at a time; one left invalid by a build that stopped is not read, and is built
+again by the next ensure."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.conftest import InProcess
+from tests.integration.admin.support import dead_job, push
+from tests.integration.test_admin_plan import plans
+from werk.cli import main
+from werk.db import search_index as index_state
+from werk.db.pool import connect
+from werk.services import search_index
+
+# (params of GET /v1/jobs, the jobs it must list): words of args and custom, with and without
+# the queue and state filters, both orders.
+QUERIES: list[dict[str, str]] = [
+    {"q": "invoice-4711"},
+    {"q": "north"},
+    {"q": "acme"},
+    {"q": "acme", "order": "oldest"},
+    {"q": "invoice", "queue": "billing"},
+    {"q": "invoice", "state": "available"},
+    {"q": "invoice-4711", "state": "available", "queue": "billing"},
+    {"q": "invoice", "state": "dead"},
+    {"q": "south", "queue": "mail"},
+    {"q": "nothing-like-this"},
+]
+READ = re.compile(r"Bitmap Index Scan on werk_jobs_available_words_idx \(actual rows=\d+ loops=1\)")
+
+
+@pytest.fixture
+async def conn(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    c = await connect(database_url)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+# Available jobs none of the searches match, in the searched queues: enough for PostgreSQL to
+# plan as for a backlog.
+FILLER = """
+    INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at)
+    SELECT 'filler-' || g, 'Report', CASE WHEN g % 2 = 0 THEN 'billing' ELSE 'mail' END,
+           jsonb_build_array('order-' || g, g), 'available', now(), now(), now()
+    FROM generate_series(1, 5000) AS g
+"""
+
+
+async def jobs(api: InProcess, conn: asyncpg.Connection) -> dict[str, str]:
+    """Jobs with words to find, among the filler."""
+    dead = await dead_job(api, queue="mail", args=["invoice-4711"])
+    await conn.execute(FILLER)
+    await conn.execute("ANALYZE werk_jobs")
+    return {
+        "dead": dead,
+        "acme": await push(
+            api, queue="billing", args=["invoice-4711", {"customer": "Acme"}],
+            custom={"tenant": "north"},
+        ),
+        "globex": await push(api, queue="billing", args=["invoice-4712"], custom={"t": "south"}),
+        "mail": await push(api, queue="mail", args=[{"to": "acme@example.com", "n": 7}]),
+    }  # fmt: skip
+
+
+async def answers(api: InProcess) -> list[set[str]]:
+    found = []
+    for params in QUERIES:
+        r = await api.http.get("/v1/jobs", params=params)
+        assert r.status_code == 200, r.text
+        found.append({j["jid"] for j in r.json()["jobs"]})
+    return found
+
+
+async def list_plans(conn: asyncpg.Connection, q: str, queue: str = "NULL") -> list[str]:
+    """The custom and generic plans of the job list for q (newest first, no other filter)."""
+    return await plans(
+        conn, "newest", "NULL", queue, "NULL", f"'{q}'", "NULL", "NULL", "NULL", "51"
+    )
+
+
+async def test_the_list_reads_available_jobs_through_the_index_once_it_is_valid(
+    api: InProcess, conn: asyncpg.Connection
+) -> None:
+    assert await index_state.state(conn) is None  # the setting off: no index, pushes pay nothing
+    pushed = await jobs(api, conn)
+    walked = await answers(api)
+    assert walked[0] == {pushed["acme"], pushed["dead"]}
+    assert walked[1] == {pushed["acme"]}  # a word of custom
+    assert walked[2] == {pushed["acme"], pushed["mail"]}
+    assert walked[6] == {pushed["acme"]}
+    assert walked[8] == set() and walked[9] == set()
+    for plan in await list_plans(conn, "invoice-4711"):
+        assert "on werk_jobs_available_words_idx" not in plan
+
+    assert await search_index.ensure(conn) == "built"
+    assert await index_state.state(conn) is True
+    assert await answers(api) == walked
+    for plan in [*await list_plans(conn, "invoice-4711"), *await list_plans(conn, "n", "'mail'")]:
+        assert READ.search(plan), plan
+    assert await search_index.ensure(conn) == "present"
+
+    assert await search_index.drop(conn) == "dropped"
+    assert await search_index.drop(conn) == "absent"
+    assert await answers(api) == walked
+
+
+async def test_an_invalid_index_is_not_read_and_is_built_again(
+    api: InProcess, conn: asyncpg.Connection, database_url: str
+) -> None:
+    await jobs(api, conn)
+    walked = await answers(api)
+    # A writer's open transaction holds the build after its first step (CONCURRENTLY waits for
+    # the writers of the table): the index is there, invalid, and its builder holds the lock.
+    writer = await connect(database_url)
+    builder = await connect(database_url)
+    try:
+        held = writer.transaction()
+        await held.start()
+        await writer.execute("LOCK TABLE werk_jobs IN ROW EXCLUSIVE MODE")
+        building = asyncio.create_task(search_index.ensure(builder))
+        for _ in range(200):
+            if await index_state.state(conn) is False:
+                break
+            await asyncio.sleep(0.02)
+        assert await index_state.state(conn) is False
+        assert await search_index.ensure(conn) == "busy"  # one session builds at a time
+        assert await search_index.drop(conn) == "busy"
+        assert await answers(api) == walked
+        # The build stops (as when its node goes away): the index is left invalid.
+        await conn.execute("SELECT pg_cancel_backend($1)", builder.get_server_pid())
+        with pytest.raises(asyncpg.QueryCanceledError):
+            await building
+        await held.rollback()
+    finally:
+        await writer.close()
+        await builder.close()
+    assert await index_state.state(conn) is False
+    assert await answers(api) == walked
+    for plan in await list_plans(conn, "invoice-4711"):
+        assert not READ.search(plan), plan
+
+    assert await search_index.ensure(conn) == "rebuilt"
+    assert await index_state.state(conn) is True
+    assert await answers(api) == walked
+    assert await count_indexes(conn) == 1
+
+
+async def count_indexes(conn: asyncpg.Connection) -> int:
+    n: int = await conn.fetchval(
+        "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'werk_jobs_available_words%'"
+    )
+    return n
+
+
+async def test_concurrent_ensures_build_one_index(
+    make_api: Callable[..., Any], database_url: str, conn: asyncpg.Connection
+) -> None:
+    others = [await connect(database_url) for _ in range(3)]
+    try:
+        done = await asyncio.gather(*(search_index.ensure(c) for c in others))
+    finally:
+        for c in others:
+            await c.close()
+    assert sorted(done).count("built") == 1, done
+    assert set(done) <= {"built", "busy", "present"}
+    assert await count_indexes(conn) == 1 and await index_state.state(conn) is True
+
+    # Server processes started with the setting at once: each makes sure, one builds.
+    await search_index.drop(conn)
+    for _ in range(2):
+        await make_api(search_available=True)
+    for _ in range(200):
+        if await index_state.state(conn):
+            break
+        await asyncio.sleep(0.05)
+    assert await index_state.state(conn) is True
+    assert await count_indexes(conn) == 1
+
+
+def test_the_command_builds_the_index_and_drops_it(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv, said in (
+        ([], "built"),
+        ([], "present"),
+        (["--drop"], "dropped"),
+        (["--drop"], "absent"),
+    ):
+        main(["search-index", "--database-url", database_url, *argv])
+        assert capsys.readouterr().out == f"werk_jobs_available_words_idx: {said}\n"
