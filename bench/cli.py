@@ -71,7 +71,7 @@ class Runner:
         runs = []
         for _ in range(self.ctx.repeat):
             if reset:
-                await scenarios._reset(self.ctx)
+                await scenarios.reset(self.ctx)
             runs.append(await once())
         rates = [r["rate"] for r in runs]
         s = _summary(rates)

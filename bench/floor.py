@@ -31,7 +31,7 @@ import asyncpg
 import orjson
 
 from bench.httpclient import Connection
-from bench.scenarios import Context, _timed, pct
+from bench.scenarios import Context, pct, timed
 from werk.db.queries import new_leases
 from werk.db.sql import sql
 from werk.domain.jids import new_jids
@@ -123,7 +123,7 @@ async def _measure(
         return sum(await asyncio.gather(*(work(c) for c in conns)))
 
     try:
-        return await _timed(ctx, run)
+        return await timed(ctx, run)
     finally:
         for c in conns:
             await c.close()

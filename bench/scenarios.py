@@ -163,7 +163,7 @@ async def wait_quiet(ctx: Context) -> float:
             return round(busy, 1)
 
 
-async def _timed(ctx: Context, run: Callable[[], Awaitable[int]]) -> dict[str, Any]:
+async def timed(ctx: Context, run: Callable[[], Awaitable[int]]) -> dict[str, Any]:
     """Runs ``run`` (which returns how many jobs it handled) under the CPU meter."""
     background = await wait_quiet(ctx) if ctx.quiet_wait > 0 else None
     sampler = WaitSampler(ctx) if ctx.has_db and ctx.sample_waits else None
@@ -236,7 +236,7 @@ class WaitSampler:
         }
 
 
-async def _reset(ctx: Context) -> None:
+async def reset(ctx: Context) -> None:
     if ctx.has_db:
         async with ctx.db() as db:
             await db.reset(ctx.keep_queue)
@@ -264,7 +264,7 @@ async def livez(ctx: Context, clients: int = 32, requests: int | None = None) ->
         return total
 
     try:
-        r = await _timed(ctx, run)
+        r = await timed(ctx, run)
     finally:
         _close(conns)
     r["client_us_per_request"] = round(1e6 * r["cpu"]["client"] / total, 1)
@@ -296,7 +296,7 @@ async def push_single(ctx: Context, clients: int, queue: str = QUEUE) -> dict[st
         return n
 
     try:
-        r = await _timed(ctx, run)
+        r = await timed(ctx, run)
     finally:
         _close(conns)
     r["request_ms"] = {"p50": round(1e3 * pct(lat, 50), 3), "p99": round(1e3 * pct(lat, 99), 3)}
@@ -329,7 +329,7 @@ async def push_batch(
         return n
 
     try:
-        r = await _timed(ctx, run)
+        r = await timed(ctx, run)
     finally:
         _close(conns)
     r["requests"] = requests
@@ -391,7 +391,7 @@ async def work(
         return done
 
     try:
-        r = await _timed(ctx, run)
+        r = await timed(ctx, run)
     finally:
         _close(conns)
     r["fetch_ms"] = {
@@ -629,7 +629,7 @@ async def churn(ctx: Context, queue: str = QUEUE) -> dict[str, Any]:
             return done
 
         try:
-            r = await _timed(ctx, run)
+            r = await timed(ctx, run)
         finally:
             _close(producers)
             _close(workers)

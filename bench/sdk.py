@@ -28,7 +28,7 @@ from typing import Any
 
 from bench import procstat
 from bench.httpclient import Connection
-from bench.scenarios import Context, _timed, pct, seed, wait_quiet
+from bench.scenarios import Context, pct, seed, timed, wait_quiet
 from bench.target import REPO
 from werk_client import AsyncClient, Client, JobSpec
 
@@ -65,7 +65,7 @@ async def push(ctx: Context, batch: int, *, jids_only: bool = False) -> dict[str
 
     try:
         await asyncio.to_thread(call, n, batch)
-        return await _timed(ctx, lambda: asyncio.to_thread(produce))
+        return await timed(ctx, lambda: asyncio.to_thread(produce))
     finally:
         client.close()
 
@@ -101,7 +101,7 @@ async def push_async(ctx: Context, in_flight: int) -> dict[str, Any]:
 
     try:
         await on_loop(produce_async(in_flight))
-        return await _timed(ctx, lambda: on_loop(produce_async(n)))
+        return await timed(ctx, lambda: on_loop(produce_async(n)))
     finally:
         await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client.aclose(), loop))
         loop.call_soon_threadsafe(loop.stop)
@@ -157,7 +157,7 @@ async def worker(
                     await asyncio.sleep(0.01)
                 return n
 
-            r = await _timed(ctx, drain)
+            r = await timed(ctx, drain)
         used = procstat.cpu_seconds(procstat.process_tree(proc.pid)) - before
         r["worker_us_per_job"] = round(1e6 * used / n, 1)
         return r

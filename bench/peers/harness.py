@@ -190,7 +190,7 @@ class PeerRun:
 
     async def reset(self) -> None:
         if self.peer.database is None:
-            await scenarios._reset(self.ctx)
+            await scenarios.reset(self.ctx)
         else:
             await _sql(self.dsn, self.peer.reset_sql)
 
