@@ -134,8 +134,6 @@ def _push_body(queue: str, args: str = "[]", n: int = 0) -> bytes:
 
 
 def _batch_body(queue: str, n: int, args: str = "[]") -> bytes:
-    if args == "[]":
-        return orjson.dumps({"jobs": [{"jobtype": "noop", "args": [], "queue": queue}] * n})
     return orjson.dumps(
         {"jobs": [{"jobtype": "noop", "args": _args(args, i), "queue": queue} for i in range(n)]}
     )
