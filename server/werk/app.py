@@ -150,7 +150,6 @@ def create_app(
             assert listen_dsn is not None  # Settings requires a direct URL behind a pooler
             search_index = SearchIndexBuild(listen_dsn)
             search_index.start()
-        app.state.search_index = search_index
         # Faktory's wire protocol, in this event loop, over the same services.
         faktory = FaktoryServer(
             settings,

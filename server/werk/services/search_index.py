@@ -72,15 +72,10 @@ class SearchIndexBuild:
 
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
-        self._task: asyncio.Task[Ensured | None] | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="werk-search-index")
-
-    async def wait(self) -> Ensured | None:
-        """What the build did; None when it failed (logged)."""
-        assert self._task is not None
-        return await self._task
 
     async def close(self) -> None:
         """Stop a build in progress: PostgreSQL cancels it, and the index left invalid is built
@@ -90,12 +85,12 @@ class SearchIndexBuild:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
 
-    async def _run(self) -> Ensured | None:
+    async def _run(self) -> None:
         try:
             conn = await connect(self._dsn, "werk-search-index")
         except (OSError, asyncpg.PostgresError) as exc:
             log.error("search index over available jobs not checked: %s", exc)
-            return None
+            return
         try:
             done: Ensured | None = await ensure(conn)
         except asyncpg.PostgresError as exc:
@@ -112,4 +107,3 @@ class SearchIndexBuild:
         await conn.close()
         if done == "busy":
             log.info("%s: another node is building it", INDEX)
-        return done
