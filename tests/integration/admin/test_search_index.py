@@ -176,7 +176,8 @@ async def test_concurrent_ensures_build_one_index(
     assert set(done) <= {"built", "busy", "present"}
     assert await count_indexes(conn) == 1 and await index_state.state(conn) is True
 
-    # Server processes started with the setting at once: each makes sure, one builds.
+    # Two apps started with the setting, one right after the other (in this process): each
+    # starts its build in the background, the one holding the lock builds, the other finds it busy.
     await search_index.drop(conn)
     for _ in range(2):
         await make_api(search_available=True)
