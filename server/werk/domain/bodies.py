@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional, TypeAlias, TypeVar
 
 import msgspec
+import orjson
 
 from werk.domain import job as rules
 from werk.domain.json_values import (
@@ -409,6 +410,22 @@ class CallbackJob(Body, kw_only=True):
             checked_json(self.args, "args")
         if self.custom:
             checked_json(self.custom, "custom")
+
+    def new_job(self, jid: str) -> rules.NewJob:
+        """The job as it is written: its jid decided, its JSON encoded."""
+        return rules.NewJob(
+            jid=jid,
+            jobtype=self.jobtype,
+            queue=self.queue,
+            args=orjson.dumps(self.args).decode(),
+            priority=self.priority,
+            reserve_for=self.reserve_for,
+            retry=self.retry,
+            backtrace=self.backtrace,
+            custom=orjson.dumps(self.custom).decode(),
+            at=None,
+            keep_result_for=self.keep_result_for or None,
+        )
 
 
 # As every adapter decodes a pushed job and the push service takes it.

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
-import orjson
 
 from werk.db import batch_queries
 from werk.db.queries import Executor
@@ -114,16 +113,4 @@ def _callback_job(kind: str, spec: CallbackJob) -> NewJob:
             f"a callback job cannot carry {', '.join(given)}",
             errors=[{"loc": f"on_{kind}.{f}", "message": "not for a callback"} for f in given],
         )
-    return NewJob(
-        jid=spec.jid or new_jid(),
-        jobtype=spec.jobtype,
-        queue=spec.queue,
-        args=orjson.dumps(spec.args).decode(),
-        priority=spec.priority,
-        reserve_for=spec.reserve_for,
-        retry=spec.retry,
-        backtrace=spec.backtrace,
-        custom=orjson.dumps(spec.custom).decode(),
-        at=None,
-        keep_result_for=spec.keep_result_for or None,
-    )
+    return spec.new_job(spec.jid or new_jid())

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
-import orjson
 
 from werk.db import queries
 from werk.db.queries import Executor
@@ -337,22 +336,11 @@ def _new_jobs(specs: Sequence[JobPush]) -> list[NewJob]:
 
 def _to_new_job(spec: JobPush, jid: str) -> NewJob:
     """The job as it is written."""
-    job = NewJob(
-        jid=jid,
-        jobtype=spec.jobtype,
-        queue=spec.queue,
-        args=orjson.dumps(spec.args).decode(),
-        priority=spec.priority,
-        reserve_for=spec.reserve_for,
-        retry=spec.retry,
-        backtrace=spec.backtrace,
-        custom=orjson.dumps(spec.custom).decode(),
-        at=spec.at,
-        keep_result_for=spec.keep_result_for or None,
-        expires_at=spec.expires_at,
-        expires_in=spec.expires_in,
-        batch=spec.batch,
-    )
+    job = spec.new_job(jid)
+    job.at = spec.at
+    job.expires_at = spec.expires_at
+    job.expires_in = spec.expires_in
+    job.batch = spec.batch
     if spec.unique is not None:
         job.unique = unique_lock(spec, spec.unique)
     return job
