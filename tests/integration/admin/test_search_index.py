@@ -272,11 +272,59 @@ async def test_concurrent_ensures_build_one_index(
     await search_index.drop(conn)
     for _ in range(2):
         await make_api(search_available=True)
+    await until_valid(conn)
+    assert await count_indexes(conn) == 1
+
+
+async def until_valid(conn: asyncpg.Connection) -> None:
     for _ in range(200):
         if await index_state.state(conn):
-            break
+            return
         await asyncio.sleep(0.05)
-    assert await index_state.state(conn) is True
+    raise AssertionError("the search index over available jobs was not built")
+
+
+async def test_the_running_nodes_build_a_dropped_or_invalid_index_again(
+    make_api: Callable[..., Any], database_url: str, conn: asyncpg.Connection
+) -> None:
+    """Two nodes with the setting, their upkeep running (in this process, checking often): the
+    index dropped, or left invalid by a build that stopped, is built again, once, without a
+    restart; while another session holds the builders' lock, the nodes leave it alone."""
+    for _ in range(2):
+        node: InProcess = await make_api(
+            search_available=True, search_index_check_interval=0.1, maintenance_interval=0.05
+        )
+        node.services.maintenance.start()
+    await until_valid(conn)
+
+    await index_state.drop(conn)
+    await until_valid(conn)
+    assert await count_indexes(conn) == 1
+
+    holder, writer, builder = [await connect(database_url) for _ in range(3)]
+    try:
+        assert await index_state.try_lock(holder)
+        await index_state.drop(conn)
+        # A build held by a writer's open transaction, then cancelled: the index is left invalid.
+        held = writer.transaction()
+        await held.start()
+        await writer.execute("LOCK TABLE werk_jobs IN ROW EXCLUSIVE MODE")
+        building = asyncio.create_task(index_state.create(builder))
+        for _ in range(200):
+            if await index_state.state(conn) is False:
+                break
+            await asyncio.sleep(0.02)
+        await conn.execute("SELECT pg_cancel_backend($1)", builder.get_server_pid())
+        with pytest.raises(asyncpg.QueryCanceledError):
+            await building
+        await held.rollback()
+        await asyncio.sleep(0.5)  # the nodes look, several times, and find the lock held
+        assert await index_state.state(conn) is False
+        await index_state.unlock(holder)
+        await until_valid(conn)
+    finally:
+        for c in (holder, writer, builder):
+            await c.close()
     assert await count_indexes(conn) == 1
 
 
