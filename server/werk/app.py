@@ -114,6 +114,12 @@ def create_app(
                 on_listening=hub.listening,
                 retry_every=settings.poll_interval,
             )
+        # Built after start-up (below), so that a build over a backlog does not hold the server's
+        # readiness, and again by the upkeep whenever it finds the index missing or invalid.
+        search_index = None
+        if settings.search_available:
+            assert listen_dsn is not None  # Settings requires a direct URL behind a pooler
+            search_index = SearchIndexBuild(listen_dsn)
         claim = ClaimService(pool, clock, hub)
         services = Services(
             push=PushService(pool, clock, hub, claim),
@@ -129,7 +135,7 @@ def create_app(
             workers=WorkerService(pool, clock),
             info=InfoService(admin_pool, clock),
             hub=hub,
-            maintenance=Maintenance(admin_pool, clock, hub, settings),
+            maintenance=Maintenance(admin_pool, clock, hub, settings, search_index),
             queues=QueueService(admin_pool, clock, hub),
             admin=AdminService(admin_pool, clock, hub),
             metrics=MetricsService(admin_pool, clock, durations),
@@ -144,11 +150,7 @@ def create_app(
             hub.without_listen()
         if background:
             services.maintenance.start()
-        # After start-up, so that a build over a backlog does not hold the server's readiness.
-        search_index = None
-        if settings.search_available:
-            assert listen_dsn is not None  # Settings requires a direct URL behind a pooler
-            search_index = SearchIndexBuild(listen_dsn)
+        if search_index is not None:
             search_index.start()
         # Faktory's wire protocol, in this event loop, over the same services.
         faktory = FaktoryServer(
@@ -163,10 +165,10 @@ def create_app(
             yield
         finally:
             await faktory.close()
-            if search_index is not None:
-                await search_index.close()
             await hub.close()
             await services.maintenance.close()
+            if search_index is not None:  # after the upkeep, which may start a build again
+                await search_index.close()
             if listener is not None:
                 await listener.close()
             for writing in (services.push, services.claim, services.settle):

@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument(
         "--drop",
         action="store_true",
-        help="remove it (turn WERK_SEARCH_AVAILABLE off on every node first, or the next one "
-        "to start builds it again)",
+        help="remove it (turn WERK_SEARCH_AVAILABLE off on every node first, or the nodes "
+        "still running with it build it again)",
     )
 
     openapi = sub.add_parser("openapi", help="print the OpenAPI document")

@@ -176,6 +176,13 @@ class Settings(BaseSettings):
         "One node builds it in the background after start-up (CREATE INDEX CONCURRENTLY); "
         "turning this off keeps the index: remove it with `werk search-index --drop`.",
     )
+    search_index_check_interval: float = Field(
+        60.0,
+        gt=0,
+        description="With WERK_SEARCH_AVAILABLE, seconds between a node's checks that the search "
+        "index over available jobs is there and valid; one dropped, or left invalid by a build "
+        "that stopped, is built again (by one node at a time).",
+    )
 
     # Faktory's wire protocol (FWP), served by the same process beside HTTP.
     faktory_port: int = Field(

@@ -91,9 +91,11 @@ async def backlog(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 
 def statement(name: str) -> str:
-    """Statement ``name`` as the server sends it (the pair walk filled in where it is used)."""
+    """Statement ``name`` as the server sends it (its parts filled in where it has any)."""
     if name in ("newest", "oldest"):  # the job pages
         return admin_queries.job_list_sql(newest_first=name == "newest")
+    if name == "admin_job_act":
+        return admin_queries.job_act_sql()
     if name in ("info", "queue_list"):
         return sql(name, pairs="queue_state_pairs", counts="queue_state_counts")
     return sql(name)

@@ -409,8 +409,8 @@ def test_a_statement_is_composed_only_from_parts_that_fit():
     with pytest.raises(ValueError, match="holds no"):
         sql("job_fetch", jobs="job_push.one")
     # A marker standing several times is filled everywhere (the job pages' order and bound).
-    both = sql("admin_job_list", pairs="queue_state_pairs", order="admin_job_list.desc",
-               after="admin_job_list.older")  # fmt: skip
+    both = sql("admin_job_list", pairs="queue_state_pairs", search="admin_job_search",
+               order="admin_job_list.desc", after="admin_job_list.older")  # fmt: skip
     assert both.count("DESC") == 6 and "/*" not in both
     with pytest.raises(ValueError, match="no part"):
         sql("job_push", jobs="job_push.few", conflict="job_push.new", answer="job_push.rows")

@@ -80,12 +80,12 @@ async def list_jobs(
 
 
 def job_list_sql(newest_first: bool) -> str:
-    """admin_job_list.sql in one order, the pair walk filled in."""
+    """admin_job_list.sql in one order, the pair walk and the search filled in."""
     if newest_first:
-        return sql("admin_job_list", pairs="queue_state_pairs", order="admin_job_list.desc",
-                   after="admin_job_list.older")  # fmt: skip
-    return sql("admin_job_list", pairs="queue_state_pairs", order="admin_job_list.asc",
-               after="admin_job_list.newer")  # fmt: skip
+        return sql("admin_job_list", pairs="queue_state_pairs", search="admin_job_search",
+                   order="admin_job_list.desc", after="admin_job_list.older")  # fmt: skip
+    return sql("admin_job_list", pairs="queue_state_pairs", search="admin_job_search",
+               order="admin_job_list.asc", after="admin_job_list.newer")  # fmt: skip
 
 
 JOB_ACTIONS = frozenset({"retry", "kill", "cancel", "delete"})
@@ -104,7 +104,12 @@ async def act_on_jobs(
     (jid, queue) rows it changed."""
     if action not in JOB_ACTIONS:
         raise ValueError(f"no job action {action!r}")
-    return await db.fetch(sql("admin_job_act"), *where.args(), jids, limit, now, action)
+    return await db.fetch(job_act_sql(), *where.args(), jids, limit, now, action)
+
+
+def job_act_sql() -> str:
+    """admin_job_act.sql, the search (as the job pages read it) and its scope filled in."""
+    return sql("admin_job_act", search="admin_job_search", scope="admin_job_act.scope")
 
 
 # -- workers --------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Background upkeep every node runs: release orphaned leases, promote due jobs, expire jobs
-not started in time, prune, and keep the job table from bloating.
+not started in time, prune, keep the job table from bloating and, with WERK_SEARCH_AVAILABLE,
+the search index over available jobs in place.
 
 Each pass is a bounded, set-based statement with SKIP LOCKED, so any number of nodes can run it at
 once without handling a job twice; no leader election is needed.
@@ -16,6 +17,7 @@ import asyncpg
 from werk.config import Settings
 from werk.db import batch_queries, queries, sessions
 from werk.domain.clock import Clock
+from werk.services.search_index import SearchIndexBuild
 from werk.services.wakeup import WakeHub, counts_by_queue
 
 log = logging.getLogger(__name__)
@@ -63,11 +65,19 @@ class VacuumPolicy:
 
 
 class Maintenance:
-    def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, settings: Settings) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        clock: Clock,
+        hub: WakeHub,
+        settings: Settings,
+        search_index: SearchIndexBuild | None = None,
+    ) -> None:
         self._pool = pool
         self._clock = clock
         self._hub = hub
         self._settings = settings
+        self._search_index = search_index
         self._task: asyncio.Task[None] | None = None
         self.vacuum_policy = VacuumPolicy(
             settings.vacuum_index_threshold, settings.vacuum_index_scale
@@ -182,7 +192,7 @@ class Maintenance:
     async def _run(self) -> None:
         passes = 0
         loop = asyncio.get_running_loop()
-        vacuumed = loop.time()
+        vacuumed = checked = loop.time()
         while True:
             try:
                 await self.release_orphans()
@@ -195,6 +205,10 @@ class Maintenance:
                 if interval > 0 and loop.time() - vacuumed >= interval:
                     vacuumed = loop.time()
                     await self.vacuum()
+                every = self._settings.search_index_check_interval
+                if self._search_index is not None and loop.time() - checked >= every:
+                    checked = loop.time()
+                    await self._search_index.check(self._pool)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -1,15 +1,18 @@
 """The search index over available jobs (WERK_SEARCH_AVAILABLE, search_index_create.sql).
 
 Every node started with the setting makes sure the index is there, in the background: the
-first to take the builders' lock builds it while the others go on serving, and the list of
-jobs reads it once it is valid (admin_job_list.sql), the available jobs being walked per queue
-until then. A build is CONCURRENTLY, so it blocks no push, fetch or ack, however long it takes
-on a backlog. An invalid index found under the lock was left by a build that stopped (its
-session ended, releasing the lock): it is dropped and built again.
+first to take the builders' lock builds it while the others go on serving, and the job list and
+the bulk actions read it once it is valid (admin_job_search.sql), the available jobs being
+walked until then. A build is CONCURRENTLY, so it blocks no push, fetch or ack, however long it
+takes on a backlog. An invalid index found under the lock was left by a build that stopped (its
+session ended, releasing the lock): it is dropped and built again. Each node's upkeep looks again
+now and then (WERK_SEARCH_INDEX_CHECK_INTERVAL) and builds the index again the same way when it
+is missing or invalid, so that mending it needs no restart.
 
 Turning the setting off builds nothing more but drops nothing: the index goes only when the
 operator says so (``werk search-index --drop``), so that a node started with other settings, or
-an older one in a rolling deployment, cannot take away what the others were told to keep."""
+an older one in a rolling deployment, cannot take away what the others were told to keep; the
+nodes still running with the setting build it again."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import asyncpg
 
 from werk.db import search_index
 from werk.db.pool import connect
+from werk.db.queries import Executor
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +71,29 @@ async def drop(conn: asyncpg.Connection) -> Dropped:
 
 
 class SearchIndexBuild:
-    """``ensure`` once, after start-up, on a connection of its own (a build outlasts any pool
-    checkout), so that the server is ready before the index is."""
+    """``ensure`` in the background, on a connection of its own (a build outlasts any pool
+    checkout): once after start-up, so that the server is ready before the index is, and again
+    whenever ``check`` finds the index missing or invalid."""
 
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="werk-search-index")
+        """Run ``ensure`` unless this node's is still running."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="werk-search-index")
+
+    async def check(self, db: Executor) -> None:
+        """Start ``ensure`` again when the index is missing (dropped while the node runs) or
+        invalid (its build stopped); the node's upkeep calls this now and then. While another
+        node builds it, that node holds the lock and this one's ensure finds it busy."""
+        if await search_index.state(db) is not True:
+            self.start()
 
     async def close(self) -> None:
         """Stop a build in progress: PostgreSQL cancels it, and the index left invalid is built
-        again by the next node to start with the setting."""
+        again by the next node to find it so."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -95,7 +109,7 @@ class SearchIndexBuild:
             done: Ensured | None = await ensure(conn)
         except asyncpg.PostgresError as exc:
             log.error(
-                "%s not built: %s; searches walk the available jobs until a node starting with "
+                "%s not built: %s; searches walk the available jobs until a node with "
                 "WERK_SEARCH_AVAILABLE builds it",
                 INDEX,
                 exc,

@@ -16,42 +16,84 @@
 -- terms of the other actions fold away, and so do their writes. The states are written as two
 -- terms where active jobs are included, each of which an index can serve:
 -- werk_jobs_queue_state_idx leaves active jobs out.
+-- A search (q) finds its jobs as the job pages do (the search and indexed CTEs of
+-- admin_job_search.sql): from the words indexes, the available jobs from
+-- werk_jobs_available_words_idx where it is valid and walked otherwise, the active ones walked.
+-- Each source locks its own oldest $7 (a locking SELECT cannot be a UNION), and the target is
+-- the oldest $7 of them all.
 WITH clock AS (
     SELECT coalesce($8::timestamptz, now()) AS now
 ),
+/*search*/,
+-- The jobs of werk_jobs read by state and queue, each tested row by row: without q, every job
+-- the filters and the action cover; with q, the active ones (few, and in no words index).
 live AS (
     SELECT j.jid, j.state, j.created_at
     FROM werk_jobs j
-    WHERE ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
-      AND ($2::text IS NULL OR j.queue = $2::text)
+    WHERE ($4::text IS NULL OR j.state = 'active')
+      AND /*scope*/
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
-                          $3::text, $4::text, werk_job_search($4::text), $5::boolean)
-      AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
-      AND CASE
-              WHEN $9::text = 'retry'
-                  THEN j.state IN ('dead', 'expired', 'skipped', 'scheduled')
-              WHEN $9::text IN ('kill', 'cancel')
-                  THEN j.state IN ('scheduled', 'available', 'waiting') OR j.state = 'active'
-              WHEN $9::text = 'delete'
-                  THEN j.state IN ('scheduled', 'available', 'waiting', 'dead', 'cancelled',
-                                   'expired', 'skipped')
-                       OR j.state = 'active'
-              ELSE false
-          END
+                          $3::text, $4::text, (SELECT words FROM search), $5::boolean)
+    ORDER BY j.created_at, j.jid
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
+),
+-- With q, the available jobs, walked and tested row by row while werk_jobs_available_words_idx
+-- cannot be read. That test names no column of a job, so it is decided once, before the walk:
+-- where the index is read, the walk does not start.
+walked AS (
+    SELECT j.jid, j.state, j.created_at
+    FROM werk_jobs j
+    WHERE $4::text IS NOT NULL AND NOT (SELECT valid FROM indexed)
+      AND j.state = 'available'
+      AND /*scope*/
+      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                          $3::text, $4::text, (SELECT words FROM search), $5::boolean)
+    ORDER BY j.created_at, j.jid
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
+),
+-- With q, the other jobs of werk_jobs whose words match, from werk_jobs_words_idx (which leaves
+-- available and active jobs out)...
+searched AS (
+    SELECT j.jid, j.state, j.created_at
+    FROM werk_jobs j
+    WHERE $4::text IS NOT NULL
+      AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
+      AND j.state NOT IN ('available', 'active')
+      AND /*scope*/
+      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                          $3::text, NULL, NULL, $5::boolean)
+    ORDER BY j.created_at, j.jid
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
+),
+-- ... and the available ones from werk_jobs_available_words_idx, when it is valid.
+found AS (
+    SELECT j.jid, j.state, j.created_at
+    FROM werk_jobs j
+    WHERE $4::text IS NOT NULL AND (SELECT valid FROM indexed)
+      AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
+      AND j.state = 'available'
+      AND /*scope*/
+      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                          $3::text, NULL, NULL, $5::boolean)
     ORDER BY j.created_at, j.jid
     LIMIT $7
     FOR UPDATE OF j SKIP LOCKED
 ),
 -- Completed jobs, kept in a table of their own (0017_completed_jobs_table.sql), are only
--- deleted.
+-- deleted; with q, found through werk_completed_jobs_words_idx.
 kept AS (
     SELECT k.jid, k.state, k.created_at
     FROM werk_completed_jobs k
     WHERE $9::text = 'delete'
       AND ($1::werk_job_state IS NULL OR $1::werk_job_state = 'completed')
       AND ($2::text IS NULL OR k.queue = $2::text)
+      AND ($4::text IS NULL
+           OR werk_job_words(k.errtype, k.message, k.args, k.custom) @@ (SELECT words FROM search))
       AND werk_job_filter(k.jobtype, k.errtype, k.message, k.args, k.custom, k.failed_at,
-                          $3::text, $4::text, werk_job_search($4::text), $5::boolean)
+                          $3::text, NULL, NULL, $5::boolean)
       AND ($6::text[] IS NULL OR k.jid = ANY($6::text[]))
     ORDER BY k.created_at, k.jid
     LIMIT $7
@@ -59,7 +101,8 @@ kept AS (
 ),
 target AS (
     SELECT t.jid, t.state
-    FROM (SELECT * FROM live UNION ALL SELECT * FROM kept) t
+    FROM (SELECT * FROM live UNION ALL SELECT * FROM walked UNION ALL SELECT * FROM searched
+          UNION ALL SELECT * FROM found UNION ALL SELECT * FROM kept) t
     ORDER BY t.created_at, t.jid
     LIMIT $7
 ),
@@ -127,3 +170,20 @@ SELECT jid, queue FROM retried
 UNION ALL SELECT jid, queue FROM stopped
 UNION ALL SELECT jid, queue FROM deleted
 UNION ALL SELECT jid, queue FROM deleted_kept
+
+-- part scope: the state, queue and jid bounds, and the states the action applies to, of job j
+-- in werk_jobs (each source of jobs above applies them, beside werk_job_filter).
+($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
+AND ($2::text IS NULL OR j.queue = $2::text)
+AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
+AND CASE
+        WHEN $9::text = 'retry'
+            THEN j.state IN ('dead', 'expired', 'skipped', 'scheduled')
+        WHEN $9::text IN ('kill', 'cancel')
+            THEN j.state IN ('scheduled', 'available', 'waiting') OR j.state = 'active'
+        WHEN $9::text = 'delete'
+            THEN j.state IN ('scheduled', 'available', 'waiting', 'dead', 'cancelled',
+                             'expired', 'skipped')
+                 OR j.state = 'active'
+        ELSE false
+    END

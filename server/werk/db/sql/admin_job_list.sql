@@ -10,22 +10,13 @@
 -- werk_jobs_active_idx. The first $8 of those are the page. A search (q) reads the jobs whose
 -- words match from werk_jobs_words_idx instead of walking the pairs, except the available jobs,
 -- which that index leaves out: those are read from werk_jobs_available_words_idx where the
--- operator made it (WERK_SEARCH_AVAILABLE) and it is valid, else walked per queue. Which of the
--- two is decided as the statement runs (the indexed CTE), so that a plan made before the index
--- was built, or while it is invalid, still answers. The bounds are written so that
--- an index can use them in a generic plan too: coalesce, not "$n IS NULL OR". Completed jobs
--- are read the same way from werk_completed_jobs, through werk_stored_jobs.
+-- operator made it (WERK_SEARCH_AVAILABLE) and it is valid, else walked per queue (the search
+-- and indexed CTEs of admin_job_search.sql, which the bulk actions read the same way). The
+-- bounds are written so that an index can use them in a generic plan too: coalesce, not
+-- "$n IS NULL OR". Completed jobs are read the same way from werk_completed_jobs, through
+-- werk_stored_jobs.
 WITH RECURSIVE /*pairs*/,
-search AS (
-    SELECT werk_job_search($4::text) AS words
-),
--- Whether werk_jobs_available_words_idx (search_index_create.sql) is there and valid: one
--- being built, or left invalid by a build that stopped, is not read.
-indexed AS (
-    SELECT coalesce(bool_and(i.indisvalid), false) AS valid
-    FROM pg_index i
-    WHERE i.indexrelid = to_regclass('werk_jobs_available_words_idx')
-),
+/*search*/,
 candidates AS (
     SELECT k.created_at, k.jid
     FROM pairs p
