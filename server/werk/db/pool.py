@@ -28,6 +28,12 @@ log = logging.getLogger(__name__)
 
 # What the timestamp codec reads and writes (see above); a database's own defaults may differ.
 SESSION = {"application_name": "werk", "DateStyle": "ISO", "TimeZone": "UTC"}
+# On connections of their own (not through a pooler, which refuses start-up parameters it does
+# not track): no JIT. PostgreSQL compiles a statement whose estimated cost passes
+# jit_above_cost, on every execution; Werk's statements read few rows of large tables, so their
+# estimates pass it where a queue or the kept jobs are large, and compiling then takes longer
+# than running (an operator's search or bulk action over a million jobs, a claim over a backlog).
+DIRECT_SESSION = {"jit": "off"}
 
 
 def _dumps(value: Any) -> str:
@@ -98,6 +104,8 @@ async def create_pool(
     not track; every statement is parsed and planned anew there anyway, and the custom plans of
     the job traffic's statements are checked as their generic ones are."""
     settings = dict(SESSION)
+    if not pooled:
+        settings.update(DIRECT_SESSION)
     if plan_once and not pooled:
         settings["plan_cache_mode"] = "force_generic_plan"
     pool = await asyncpg.create_pool(
@@ -121,7 +129,11 @@ async def connect(
     conn = await asyncpg.connect(
         dsn,
         statement_cache_size=_statement_cache(pooled),
-        server_settings={**SESSION, "application_name": application_name},
+        server_settings={
+            **SESSION,
+            **({} if pooled else DIRECT_SESSION),
+            "application_name": application_name,
+        },
     )
     await _init_connection(conn)
     return conn
