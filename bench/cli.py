@@ -232,7 +232,7 @@ class Runner:
             "lean_many",
             "lean push-batch=1000 clients=1",
             {"jobs": c.jobs},
-            functools.partial(scenarios.push_batch, c, 1000, 1),
+            functools.partial(scenarios.push_batch, c, 1000, 1, sdk.QUEUE, as_sdk=True),
         )
         for key, handler, concurrency in (
             ("work_async", "async", 50),

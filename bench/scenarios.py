@@ -21,6 +21,7 @@ import orjson
 from bench.httpclient import Connection, open_connections
 from bench.procstat import CpuMeter, machine_busy_seconds, rss_bytes
 from bench.target import SEED_COMPLETED_SQL, SEED_SEARCHABLE_SQL, Db, Target
+from werk_client.jids import new_jid
 
 QUEUE = "bench"
 
@@ -302,17 +303,45 @@ async def push_single(ctx: Context, clients: int, queue: str = QUEUE) -> dict[st
     return r
 
 
+def _sdk_batch_bodies(queue: str, requests: int, batch: int) -> list[bytes]:
+    """The bodies the Python SDK's ``push_many`` sends for ``bench.sdk.push``: each job with a
+    jid minted as the SDK mints them and args numbering it, so no two requests are the same."""
+    return [
+        orjson.dumps(
+            {
+                "jobs": [
+                    {"jid": new_jid(), "jobtype": "noop", "args": [r * batch + i], "queue": queue}
+                    for i in range(batch)
+                ]
+            }
+        )
+        for r in range(requests)
+    ]
+
+
 async def push_batch(
-    ctx: Context, batch: int, clients: int, queue: str = QUEUE, *, minimal: bool = False
+    ctx: Context,
+    batch: int,
+    clients: int,
+    queue: str = QUEUE,
+    *,
+    minimal: bool = False,
+    as_sdk: bool = False,
 ) -> dict[str, Any]:
-    """``minimal``: ask for the short answer (``Prefer: return=minimal``: jids, not jobs)."""
+    """``minimal``: ask for the short answer (``Prefer: return=minimal``: jids, not jobs).
+    ``as_sdk``: send the jobs the sdk scenario pushes through the SDK (a jid and distinct args
+    per job; the bodies built before the clock starts), so the two rows compare the clients,
+    not different work; else one body, jobs without jids and with --push-args, sent again."""
     requests = max(1, ctx.jobs // batch)
     n = requests * batch
-    body = _batch_body(queue, batch, ctx.push_args)
-    headers = b"Prefer: return=minimal\r\n" if minimal else b""
     clients = min(clients, requests)
+    if as_sdk:
+        bodies = _sdk_batch_bodies(queue, clients + requests, batch)
+    else:
+        bodies = [_batch_body(queue, batch, ctx.push_args)] * (clients + requests)
+    headers = b"Prefer: return=minimal\r\n" if minimal else b""
     conns = await _connections(ctx, clients)
-    for c in conns:  # warm-up
+    for c, body in zip(conns, bodies[requests:], strict=True):  # warm-up
         await c.post_raw("/v1/jobs/batch", body, expect=(201,), headers=headers)
     remaining = requests
 
@@ -320,7 +349,7 @@ async def push_batch(
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
-            await conn.post_raw("/v1/jobs/batch", body, expect=(201,), headers=headers)
+            await conn.post_raw("/v1/jobs/batch", bodies[remaining], expect=(201,), headers=headers)
 
     async def run() -> int:
         await asyncio.gather(*(one(c) for c in conns))

@@ -4,11 +4,13 @@ still leave it working, and every job it reports done must be gone from the tabl
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bench import scenarios
 from tests.support.harness import bench_context
-from tests.support.helpers import count_jobs
+from tests.support.helpers import count_jobs, sql
 from tests.support.server import ServerProcess
 
 
@@ -38,3 +40,17 @@ async def test_the_lean_client_fails_on_a_lease_lost(
         await scenarios.ack_claimed(conn, jobs)
     finally:
         conn.close()
+
+
+async def test_the_lean_batch_push_as_the_sdk_stores_the_sdks_jobs(
+    werk_server: ServerProcess, database_url: str
+) -> None:
+    """The sdk scenario's lean push-batch row sends the jobs push_many sends: each with a jid of
+    its own and args numbering it, none sent twice (warm-up included)."""
+    ctx = bench_context(database_url, jobs=30, url=werk_server.url)
+    result = await scenarios.push_batch(ctx, 10, 1, "lean-as-sdk", as_sdk=True)
+    assert result["jobs"] == 30
+    rows = await sql(database_url, "SELECT jid, args FROM werk_jobs WHERE queue = 'lean-as-sdk'")
+    assert len(rows) == 40  # the warm-up's 10 and the 30 timed
+    assert sorted(json.loads(r["args"])[0] for r in rows) == list(range(40))
+    assert all(len(r["jid"]) == 28 for r in rows)

@@ -1,4 +1,4 @@
-"""Typed, immutable views of what the server returns, and the spec of a job to push.
+"""Typed views of what the server returns (immutable), and the spec of a job to push.
 
 The wire format is JSON; these dataclasses exist so editors and type checkers know the fields
 and timestamps arrive as timezone-aware ``datetime`` objects rather than strings. Unknown
@@ -39,7 +39,7 @@ WorkerState = Literal["running", "quiet", "terminate"]
 
 def check_args(args: object) -> None:
     """Refuse a string or mapping as ``args``: ``list("abc")`` would become three arguments."""
-    if isinstance(args, str | bytes | dict):
+    if type(args) is not list and isinstance(args, str | bytes | dict):
         raise TypeError(f"args must be a list of arguments, not {type(args).__name__}")
 
 
@@ -318,7 +318,9 @@ class JobResult:
         return self.state == "completed"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, most of what
+# building one costs, and a producer builds one per job it pushes.
+@dataclass(slots=True)
 class JobSpec:
     """One job to push; ``jid`` is minted at construction so retries stay idempotent."""
 
