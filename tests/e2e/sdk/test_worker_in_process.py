@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import json
 import subprocess
 
 import httpx
 
-from werk_client import AsyncClient, Client, Registry, Worker
+from werk_client import AsyncClient, Client, JobSpec, Registry, Worker
 
 from .workers import REPO, WorkerProcess, lines, wait_for
 
@@ -164,6 +165,67 @@ async def test_an_idle_worker_long_polls_instead_of_spinning(werk_server):
     worker.stop()
     await asyncio.wait_for(running, 15)
     await client.aclose()
+
+
+class _SizingTransport(httpx.AsyncHTTPTransport):
+    """Records how many jobs each fetch asked for and got, and how many each batch ack named."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetched: list[tuple[int, int]] = []  # (asked for, got)
+        self.acked: list[int] = []
+        self.other: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        path = request.url.path
+        if path == "/v1/fetch":
+            await response.aread()
+            asked = json.loads(request.content)["count"]
+            self.fetched.append((asked, len(json.loads(response.content)["jobs"])))
+        elif path == "/v1/ack":
+            self.acked.append(len(json.loads(request.content)["acks"]))
+        else:
+            self.other.append(path)
+        return response
+
+
+async def test_a_busy_worker_fetches_and_acks_full_batches(werk_server):
+    # A backlog costs the server one full fetch and about one batch ack per fetch_size jobs, as
+    # the lean client's fetch-100-ack-100 loop does: no fetches for a job or two as slots free
+    # up one by one, no acks job by job.
+    queue = "full-batches"
+    jobs = 3000
+    async with AsyncClient(werk_server.url) as producer:
+        await producer.push_many(JobSpec("noop", [i], queue=queue) for i in range(jobs))
+
+    async def noop(i: int) -> None:
+        pass
+
+    transport = _SizingTransport()
+    client = AsyncClient(werk_server.url, transport=transport)
+    worker = Worker(
+        Registry({"noop": noop}),
+        client=client,
+        queues=[queue],
+        concurrency=200,
+        fetch_size=100,
+        fetch_wait=1,
+        beat_interval=10,
+    )
+    running = asyncio.create_task(worker.run_async())
+    await _eventually(lambda: worker.processed == jobs, timeout=60)
+    worker.stop()
+    await asyncio.wait_for(running, 15)
+    await client.aclose()
+    # (A fetch may ask for less than 100 while acks are slow to come back: jobs awaiting theirs
+    # count against a second `concurrency`.)
+    full = [(asked, got) for asked, got in transport.fetched if got]
+    assert sum(got for _, got in full) == jobs
+    assert len(full) <= 1.5 * jobs / 100, full
+    assert sum(transport.acked) == jobs
+    assert len(transport.acked) <= 1.5 * jobs / 100, transport.acked
+    assert not [path for path in transport.other if path.endswith("/extend")]
 
 
 class _HeldAcks(httpx.AsyncHTTPTransport):

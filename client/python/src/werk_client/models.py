@@ -205,7 +205,9 @@ class Dependencies(Mapping[str, Dependency]):
         return f"Dependencies({list(self._by_jid.values())!r})"
 
 
-@dataclass(frozen=True, slots=True)
+# Without __slots__: msgspec fills an instance's __dict__ in one go but sets a slotted field one
+# at a time, and a worker decodes one record per job it fetches.
+@dataclass(frozen=True)
 class JobRecord:
     """A job as stored by the server (returned by push, get and fetch).
 
