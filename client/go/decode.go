@@ -28,6 +28,9 @@ func (r *jsonReader) fail(what string) error {
 }
 
 func (r *jsonReader) space() {
+	if r.pos < len(r.data) && r.data[r.pos] > ' ' {
+		return // the server writes no white space
+	}
 	for r.pos < len(r.data) {
 		switch r.data[r.pos] {
 		case ' ', '\t', '\n', '\r':
