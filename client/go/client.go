@@ -106,7 +106,18 @@ func NewJID() string {
 	} else if minted.lo++; minted.lo == 0 {
 		minted.hi++
 	}
-	return fmt.Sprintf("%012x%016x", minted.hi, minted.lo)
+	var jid [28]byte
+	hexDigits(jid[:12], minted.hi)
+	hexDigits(jid[12:], minted.lo)
+	return string(jid[:])
+}
+
+// hexDigits writes the low len(dst) hex digits of v into dst, zero-padded.
+func hexDigits(dst []byte, v uint64) {
+	for i := len(dst) - 1; i >= 0; i-- {
+		dst[i] = "0123456789abcdef"[v&15]
+		v >>= 4
+	}
 }
 
 // minted is the last jid NewJID returned: 4 random bits below the milliseconds in hi, 64 in lo.
@@ -123,11 +134,12 @@ func (c *Client) Push(ctx context.Context, spec JobSpec) (*Job, error) {
 	if err := checkSpecs(spec); err != nil {
 		return nil, err
 	}
-	if spec.JID == "" {
-		spec.JID = NewJID()
+	body, err := specBody(&spec)
+	if err != nil {
+		return nil, fmt.Errorf("werk: encoding the request: %w", err)
 	}
 	var job Job
-	return &job, c.call(ctx, "POST", "/v1/jobs", spec, &job, 0)
+	return &job, c.call(ctx, "POST", "/v1/jobs", body, &job, 0)
 }
 
 // PushMany enqueues jobs, MaxBatch per request; each request is all-or-nothing.
@@ -135,17 +147,24 @@ func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult
 	if err := checkSpecs(specs...); err != nil {
 		return nil, err
 	}
-	merged := &PushManyResult{Jobs: []Job{}}
-	for _, batch := range jobBatches(specs) {
-		var part PushManyResult
-		if err := c.call(ctx, "POST", "/v1/jobs/batch", map[string]any{"jobs": batch}, &part, 0); err != nil {
+	bodies, err := batchBodies(specs)
+	if err != nil {
+		return nil, fmt.Errorf("werk: encoding the request: %w", err)
+	}
+	// Each answer's jobs are decoded straight into the one list, sized for them all.
+	merged := &PushManyResult{Jobs: make([]Job, 0, len(specs))}
+	for _, body := range bodies {
+		part := pushAnswer{jobs: merged.Jobs}
+		if err := c.call(ctx, "POST", "/v1/jobs/batch", body, &part, 0); err != nil {
 			return nil, err
 		}
 		for _, c := range part.Conflicts {
 			c.Index += len(merged.Jobs)
 			merged.Conflicts = append(merged.Conflicts, c)
 		}
-		merged.Jobs = append(merged.Jobs, part.Jobs...)
+		if part.Jobs != nil {
+			merged.Jobs = part.Jobs
+		}
 		merged.Created += part.Created
 		for ref, jid := range part.Refs {
 			if merged.Refs == nil {
@@ -167,9 +186,12 @@ func (c *Client) PushFlow(ctx context.Context, specs []JobSpec) (*PushManyResult
 	if err := checkSpecs(specs...); err != nil {
 		return nil, err
 	}
-	batches := jobBatches(specs)
+	bodies, err := batchBodies(specs)
+	if err != nil {
+		return nil, fmt.Errorf("werk: encoding the request: %w", err)
+	}
 	var result PushManyResult
-	if err := c.call(ctx, "POST", "/v1/jobs/batch", map[string]any{"jobs": batches[0]}, &result, 0); err != nil {
+	if err := c.call(ctx, "POST", "/v1/jobs/batch", bodies[0], &result, 0); err != nil {
 		return nil, err
 	}
 	return &result, nil
@@ -180,11 +202,14 @@ func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult
 	if err := checkSpecs(specs...); err != nil {
 		return nil, err
 	}
+	bodies, err := batchBodies(specs)
+	if err != nil {
+		return nil, fmt.Errorf("werk: encoding the request: %w", err)
+	}
 	merged := &PushJIDsResult{JIDs: []string{}, Existed: []string{}}
 	minimal := map[string]string{"Prefer": "return=minimal"}
-	for _, batch := range jobBatches(specs) {
+	for _, body := range bodies {
 		var part PushJIDsResult
-		body := map[string]any{"jobs": batch}
 		if err := c.callWith(ctx, "POST", "/v1/jobs/batch", minimal, body, &part, 0, true); err != nil {
 			return nil, err
 		}
@@ -197,31 +222,6 @@ func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult
 		merged.Created += part.Created
 	}
 	return merged, nil
-}
-
-// jobBatches copies specs into requests of at most MaxBatch jobs, giving each job without a jid a
-// new one (so a retried push stores once). No jobs still make one (empty) request: the server's
-// answer to it is the caller's.
-func jobBatches(specs []JobSpec) [][]JobSpec {
-	all := make([]JobSpec, len(specs))
-	for i, s := range specs {
-		if s.JID == "" {
-			s.JID = NewJID()
-		}
-		all[i] = s
-	}
-	batches := [][]JobSpec{}
-	for start := 0; start < len(all) || start == 0; start += MaxBatch {
-		end := start + MaxBatch
-		if end > len(all) {
-			end = len(all)
-		}
-		batches = append(batches, all[start:end])
-		if len(all) == 0 {
-			break
-		}
-	}
-	return batches
 }
 
 // Get reads a job; ErrJobNotFound when there is none (completed jobs are deleted at ack).
@@ -330,8 +330,8 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, ext
 // work twice) is sent again only when it surely never reached the server (the connection was
 // refused) or the server answered that it did nothing (502, 503, 504).
 func (c *Client) callWith(ctx context.Context, method, path string, headers map[string]string, in, out any, extra time.Duration, repeatable bool) error {
-	var payload []byte
-	if in != nil {
+	payload, ready := in.(encoded)
+	if in != nil && !ready {
 		var err error
 		if payload, err = json.Marshal(in); err != nil {
 			return fmt.Errorf("werk: encoding the request: %w", err)

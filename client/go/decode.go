@@ -18,6 +18,9 @@ import (
 type jsonReader struct {
 	data []byte
 	pos  int
+	// The last job's type, queue and state: the jobs of one answer mostly share them, and
+	// share one copy of each.
+	jobType, queue, state string
 }
 
 func (r *jsonReader) fail(what string) error {
@@ -25,6 +28,9 @@ func (r *jsonReader) fail(what string) error {
 }
 
 func (r *jsonReader) space() {
+	if r.pos < len(r.data) && r.data[r.pos] > ' ' {
+		return // the server writes no white space
+	}
 	for r.pos < len(r.data) {
 		switch r.data[r.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -137,29 +143,46 @@ func (r *jsonReader) quoted() (raw []byte, plain bool, err error) {
 	if r.peek() != '"' {
 		return nil, false, r.fail("expected a string")
 	}
-	start := r.pos
+	data, start := r.data, r.pos
 	plain = true
 	ascii := true
-	for r.pos++; r.pos < len(r.data); r.pos++ {
-		switch c := r.data[r.pos]; {
+	for i := start + 1; i < len(data); i++ {
+		for i < len(data) && plainText[data[i]] {
+			i++
+		}
+		if i == len(data) {
+			break
+		}
+		switch c := data[i]; {
 		case c == '"':
-			r.pos++
-			raw = r.data[start:r.pos]
+			r.pos = i + 1
+			raw = data[start:r.pos]
 			if plain && !ascii && !utf8.Valid(raw) {
 				plain = false
 			}
 			return raw, plain, nil
 		case c == '\\':
 			plain = false
-			r.pos++
+			i++
 		case c < 0x20:
+			r.pos = i
 			return nil, false, r.fail("control character in a string")
 		case c >= utf8.RuneSelf:
 			ascii = false
 		}
 	}
+	r.pos = len(data)
 	return nil, false, r.fail("unterminated string")
 }
+
+// plainText: the bytes a string holds as they stand (not a quote, a backslash, a control
+// character or part of a multi-byte character).
+var plainText = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // key reads a member name: its bytes as they stand unless it holds escapes.
 func (r *jsonReader) key() ([]byte, error) {
@@ -169,6 +192,23 @@ func (r *jsonReader) key() ([]byte, error) {
 	}
 	var s string
 	return []byte(s), json.Unmarshal(raw, &s)
+}
+
+// reused reads a string, giving *last itself when they are equal, and keeps it in *last.
+func (r *jsonReader) reused(last *string) (string, error) {
+	raw, plain, err := r.quoted()
+	if err != nil {
+		return "", err
+	}
+	if !plain {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	if text := raw[1 : len(raw)-1]; string(text) != *last {
+		*last = string(text)
+	}
+	return *last, nil
 }
 
 func (r *jsonReader) str() (string, error) {
@@ -329,7 +369,66 @@ func (r *jsonReader) time(t *time.Time) error {
 	if err != nil {
 		return err
 	}
+	if parsed, ok := utcTime(raw); ok {
+		*t = parsed
+		return nil
+	}
 	return t.UnmarshalJSON(raw)
+}
+
+// utcTime reads the form the server writes its times in, a quoted RFC 3339 time at UTC
+// ("2006-01-02T15:04:05.999999999Z"), to what time.Parse gives; false for any other form, or a
+// time out of range, which time.Parse then reads or refuses.
+func utcTime(raw []byte) (time.Time, bool) {
+	// "YYYY-MM-DDTHH:MM:SS" and "Z", in quotes; up to nine digits of a second between.
+	if len(raw) < 22 || raw[0] != '"' || raw[5] != '-' || raw[8] != '-' || raw[11] != 'T' ||
+		raw[14] != ':' || raw[17] != ':' || raw[len(raw)-2] != 'Z' || raw[len(raw)-1] != '"' {
+		return time.Time{}, false
+	}
+	year, ok1 := digits(raw[1:5])
+	month, ok2 := digits(raw[6:8])
+	day, ok3 := digits(raw[9:11])
+	hour, ok4 := digits(raw[12:14])
+	minute, ok5 := digits(raw[15:17])
+	second, ok6 := digits(raw[18:20])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 ||
+		day > daysIn(time.Month(month), year) || hour > 23 || minute > 59 || second > 59 {
+		return time.Time{}, false
+	}
+	nanos := 0
+	if fraction := raw[20 : len(raw)-2]; len(fraction) > 0 {
+		n, ok := digits(fraction[1:])
+		if fraction[0] != '.' || !ok || len(fraction) < 2 || len(fraction) > 10 {
+			return time.Time{}, false
+		}
+		for i := len(fraction); i < 10; i++ {
+			n *= 10
+		}
+		nanos = n
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, second, nanos, time.UTC), true
+}
+
+// digits reads a run of decimal digits (false: something else, or none).
+func digits(text []byte) (int, bool) {
+	n := 0
+	for _, c := range text {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, len(text) > 0
+}
+
+func daysIn(month time.Month, year int) int {
+	if month == time.February {
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	}
+	return 31 - int((month-1)%7%2)
 }
 
 // optTime reads a time or null (nil).
@@ -372,7 +471,7 @@ func (r *jsonReader) job(j *Job) error {
 		case "jid":
 			j.JID, err = r.str()
 		case "jobtype":
-			j.JobType, err = r.str()
+			j.JobType, err = r.reused(&r.jobType)
 		case "args":
 			j.Args = []any{}
 			err = r.array(func() error {
@@ -381,7 +480,7 @@ func (r *jsonReader) job(j *Job) error {
 				return err
 			})
 		case "queue":
-			j.Queue, err = r.str()
+			j.Queue, err = r.reused(&r.queue)
 		case "priority":
 			j.Priority, err = r.int()
 		case "reserve_for":
@@ -400,7 +499,7 @@ func (r *jsonReader) job(j *Job) error {
 		case "at":
 			j.At, err = r.optTime()
 		case "state":
-			j.State, err = r.str()
+			j.State, err = r.reused(&r.state)
 		case "created_at":
 			err = r.time(&j.CreatedAt)
 		case "enqueued_at":
@@ -529,15 +628,19 @@ func (r *jsonReader) countItems() int {
 	return n
 }
 
-// jobs reads an array of jobs (null: nil).
-func (r *jsonReader) jobs(out *[]Job) error {
+// jobs reads an array of jobs (null: nil), appended to into when it is not nil (a caller that
+// knows how many jobs come sizes it).
+func (r *jsonReader) jobs(out *[]Job, into []Job) error {
 	if r.null() {
-		*out = nil
+		*out = into
 		return nil
 	}
-	// Sized once: grown by append, a list of a hundred jobs (each a large struct) would be
-	// allocated and copied eight times over.
-	list := make([]Job, 0, r.countItems())
+	list := into
+	if list == nil {
+		// Sized once: grown by append, a list of a hundred jobs (each a large struct) would be
+		// allocated and copied eight times over.
+		list = make([]Job, 0, r.countItems())
+	}
 	err := r.array(func() error {
 		list = append(list, Job{})
 		return r.job(&list[len(list)-1])
@@ -548,11 +651,26 @@ func (r *jsonReader) jobs(out *[]Job) error {
 
 // UnmarshalJSON decodes the full answer to a batch push.
 func (p *PushManyResult) UnmarshalJSON(data []byte) error {
+	return p.decode(data, nil)
+}
+
+// pushAnswer is the answer to one request of Client.PushMany, its jobs appended to jobs.
+type pushAnswer struct {
+	PushManyResult
+	jobs []Job
+}
+
+func (a *pushAnswer) UnmarshalJSON(data []byte) error {
+	return a.decode(data, a.jobs)
+}
+
+// decode reads the answer to a batch push, its jobs appended to jobs when that is not nil.
+func (p *PushManyResult) decode(data []byte, jobs []Job) error {
 	r := &jsonReader{data: data}
 	err := r.object(func(key []byte) error {
 		switch string(key) {
 		case "jobs":
-			return r.jobs(&p.Jobs)
+			return r.jobs(&p.Jobs, jobs)
 		case "created":
 			if r.null() {
 				return nil
@@ -583,7 +701,7 @@ func (f *fetched) UnmarshalJSON(data []byte) error {
 	r := &jsonReader{data: data}
 	err := r.object(func(key []byte) error {
 		if string(key) == "jobs" {
-			return r.jobs(&f.Jobs)
+			return r.jobs(&f.Jobs, nil)
 		}
 		_, err := r.raw()
 		return err

@@ -2,9 +2,11 @@ package werk
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // plain is Job without its UnmarshalJSON: what encoding/json makes of the same bytes.
@@ -108,6 +110,52 @@ func TestCountItemsCountsTheTopLevelItems(t *testing.T) {
 		}
 		if r.pos != len(text)-len(strings.TrimLeft(text, " ")) {
 			t.Errorf("countItems(%s) moved the reader past the spaces", text)
+		}
+	}
+}
+
+// The times the server writes are read without time.Parse, to the same time.Time; any other
+// form is left to time.Parse.
+func TestUTCTimesReadAsTimeParse(t *testing.T) {
+	fast := []string{
+		"2026-12-05T05:16:24.736679Z", "2026-12-05T05:16:24Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z",
+		"2024-02-29T12:00:00.5Z", "2026-01-31T00:00:00.123456789Z", "2000-02-29T01:02:03.000000Z", "1970-01-01T00:00:00.1Z",
+	}
+	others := []string{
+		"2026-12-05T05:16:24.736679+00:00", "2026-12-05T05:16:24+01:00", "2026-12-05t05:16:24Z", "2026-12-05T05:16:24z",
+		"2026-12-05 05:16:24Z", "2026-12-05T05:16:24.Z", "2026-12-05T05:16:24,5Z", "2026-12-05T05:16:24.1234567891Z",
+		"2023-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-13-01T00:00:00Z", "2026-00-01T00:00:00Z",
+		"2026-01-00T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T00:60:00Z", "2026-01-01T00:00:60Z", "2026-1-01T00:00:00Z",
+		"+2026-01-01T00:00:00Z", "20261-01-01T00:00:00Z", "2026-01-01T00:00:0aZ", "2026-01-01T00:00:00.1aZ", "-001-01-01T00:00:00Z",
+		"2026-01-01T00:00:00.-1Z", "2026-01-01T00:00:00+1Z", "yesterday", "", "Z",
+	}
+	for _, text := range append(fast, others...) {
+		raw := []byte(`"` + text + `"`)
+		want, wantErr := time.Parse(time.RFC3339, text)
+		got, ok := utcTime(raw)
+		if ok != (wantErr == nil && contains(fast, text)) {
+			t.Errorf("%s: read without time.Parse %v", text, ok)
+		}
+		if ok && (!reflect.DeepEqual(got, want) || got.Location() != time.UTC) {
+			t.Errorf("%s read as %v, time.Parse gives %v", text, got, want)
+		}
+		var job Job
+		err := job.UnmarshalJSON([]byte(`{"created_at":` + string(raw) + `}`))
+		if (err == nil) != (wantErr == nil) || !reflect.DeepEqual(job.CreatedAt, want) && err == nil {
+			t.Errorf("%s decoded as %v (%v), time.Parse gives %v (%v)", text, job.CreatedAt, err, want, wantErr)
+		}
+	}
+	// Each month's last day, leap years included.
+	for year := 1999; year <= 2101; year++ {
+		for month := time.January; month <= time.December; month++ {
+			for day := 28; day <= 32; day++ {
+				text := fmt.Sprintf("%04d-%02d-%02dT00:00:00Z", year, month, day)
+				want, wantErr := time.Parse(time.RFC3339, text)
+				got, ok := utcTime([]byte(`"` + text + `"`))
+				if ok != (wantErr == nil) || ok && !got.Equal(want) {
+					t.Fatalf("%s: %v %v, time.Parse %v %v", text, got, ok, want, wantErr)
+				}
+			}
 		}
 	}
 }

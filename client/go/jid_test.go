@@ -1,6 +1,7 @@
 package werk
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -32,4 +33,16 @@ func TestJIDsGrowAndNeverRepeat(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+func TestJIDsAreTheHexOfTheirParts(t *testing.T) {
+	for i := 0; i < 1000; i++ {
+		jid := NewJID()
+		minted.Lock()
+		want := fmt.Sprintf("%012x%016x", minted.hi, minted.lo)
+		minted.Unlock()
+		if jid != want {
+			t.Fatalf("jid %q, want %q", jid, want)
+		}
+	}
 }
