@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import asyncpg
 import pytest
+from asyncpg.transaction import Transaction
 
 from tests.conftest import InProcess
 from tests.integration.admin.support import dead_job, fetch_one, push, retrying_job
@@ -203,6 +204,24 @@ async def test_bulk_actions_read_available_jobs_through_the_index_once_it_is_val
     assert [await acted(conn, limit) for limit in (1000, 2)] == walked
 
 
+async def held_build(
+    conn: asyncpg.Connection, writer: asyncpg.Connection, build: Coroutine[Any, Any, Any]
+) -> tuple[Transaction, asyncio.Task[Any]]:
+    """Start ``build`` while ``writer``'s open transaction holds it after its first step
+    (CONCURRENTLY waits for the table's writers): the index is there, invalid, until the
+    transaction ends. Returns that transaction and the build."""
+    held = writer.transaction()
+    await held.start()
+    await writer.execute("LOCK TABLE werk_jobs IN ROW EXCLUSIVE MODE")
+    building = asyncio.create_task(build)
+    for _ in range(200):
+        if await index_state.state(conn) is False:
+            break
+        await asyncio.sleep(0.02)
+    assert await index_state.state(conn) is False
+    return held, building
+
+
 async def test_an_invalid_index_is_not_read_and_is_built_again(
     api: InProcess, conn: asyncpg.Connection, database_url: str
 ) -> None:
@@ -214,15 +233,7 @@ async def test_an_invalid_index_is_not_read_and_is_built_again(
     writer = await connect(database_url)
     builder = await connect(database_url)
     try:
-        held = writer.transaction()
-        await held.start()
-        await writer.execute("LOCK TABLE werk_jobs IN ROW EXCLUSIVE MODE")
-        building = asyncio.create_task(search_index.ensure(builder))
-        for _ in range(200):
-            if await index_state.state(conn) is False:
-                break
-            await asyncio.sleep(0.02)
-        assert await index_state.state(conn) is False
+        held, building = await held_build(conn, writer, search_index.ensure(builder))
         assert await search_index.ensure(conn) == "busy"  # one session builds at a time
         assert await search_index.drop(conn) == "busy"
         assert await answers(api) == walked
@@ -306,14 +317,7 @@ async def test_the_running_nodes_build_a_dropped_or_invalid_index_again(
         assert await index_state.try_lock(holder)
         await index_state.drop(conn)
         # A build held by a writer's open transaction, then cancelled: the index is left invalid.
-        held = writer.transaction()
-        await held.start()
-        await writer.execute("LOCK TABLE werk_jobs IN ROW EXCLUSIVE MODE")
-        building = asyncio.create_task(index_state.create(builder))
-        for _ in range(200):
-            if await index_state.state(conn) is False:
-                break
-            await asyncio.sleep(0.02)
+        held, building = await held_build(conn, writer, index_state.create(builder))
         await conn.execute("SELECT pg_cancel_backend($1)", builder.get_server_pid())
         with pytest.raises(asyncpg.QueryCanceledError):
             await building
