@@ -39,7 +39,7 @@ WorkerState = Literal["running", "quiet", "terminate"]
 
 def check_args(args: object) -> None:
     """Refuse a string or mapping as ``args``: ``list("abc")`` would become three arguments."""
-    if type(args) is not list and isinstance(args, str | bytes | dict):
+    if isinstance(args, str | bytes | dict):
         raise TypeError(f"args must be a list of arguments, not {type(args).__name__}")
 
 
