@@ -32,7 +32,7 @@ SESSION = {"application_name": "werk", "DateStyle": "ISO", "TimeZone": "UTC"}
 # not track): no JIT. PostgreSQL compiles a statement whose estimated cost passes
 # jit_above_cost, on every execution; Werk's statements read few rows of large tables, so their
 # estimates pass it where a queue or the kept jobs are large, and compiling then takes longer
-# than running (an operator's search or bulk action over a million jobs, a claim over a backlog).
+# than running (an operator's search or bulk action over a large queue).
 DIRECT_SESSION = {"jit": "off"}
 
 
@@ -106,8 +106,8 @@ async def create_pool(
     settings = dict(SESSION)
     if not pooled:
         settings.update(DIRECT_SESSION)
-    if plan_once and not pooled:
-        settings["plan_cache_mode"] = "force_generic_plan"
+        if plan_once:
+            settings["plan_cache_mode"] = "force_generic_plan"
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,
