@@ -67,11 +67,12 @@ CREATE INDEX ON {LEAN}.werk_jobs (lease_expires_at) WHERE state = 'active';
 
 def _push_sql(jobs: str) -> str:
     """job_push.sql with its jobs as ``jobs`` (part one or many) answering with what it decided
-    per inserted job, as the server sends it when no fetch waits for the jobs
-    (werk.db.queries.push_jobs)."""
+    per inserted job, as the server sends it when no fetch waits for the jobs and it minted
+    their jids (werk.db.queries.push_jobs)."""
     return sql(
         "job_push", jobs=f"job_push.{jobs}", conflict="job_push.new", answer="job_push.decided",
         release="job_push.hold", fresh="job_push.all", kept="job_push.any",
+        taken="job_push.minted",
     )  # fmt: skip
 
 

@@ -155,6 +155,37 @@ async def test_a_push_racing_the_ack_that_keeps_its_jid_stores_nothing(api, data
     assert (got["state"], got["result"], got["args"]) == ("completed", {"n": 2}, [])
 
 
+async def test_only_jids_the_pusher_gave_are_looked_up_among_the_kept(database_url):
+    """A jid the server minted (``NewJob.minted``) names no kept job: its push does not look."""
+    checks = (
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
+        "WHERE funcname = 'werk_jids_free'"
+    )
+    conn = await asyncpg.connect(database_url, server_settings={"track_functions": "pl"})
+
+    def jobs(prefix, n, minted):
+        return [
+            NewJob(jid=f"{prefix}-{i}", jobtype="t", queue="minted-q", args="[]", priority=0,
+                   reserve_for=1800, retry=25, backtrace=0, custom="{}", at=None, minted=minted)
+            for i in range(n)
+        ]  # fmt: skip
+
+    transaction = conn.transaction()  # rolled back: the counts are this transaction's
+    await transaction.start()
+    try:
+        await queries.push_jobs(conn, None, jobs("minted-one", 1, True), None)
+        await queries.push_jobs(conn, None, jobs("minted-three", 3, True), None)
+        assert await conn.fetchval(checks) == 0
+        await queries.push_jobs(conn, None, jobs("given-one", 1, False), None)
+        await queries.push_jobs(
+            conn, None, jobs("mixed-given", 1, False) + jobs("mixed-minted", 2, True), None
+        )
+        assert await conn.fetchval(checks) == 2
+    finally:
+        await transaction.rollback()
+        await conn.close()
+
+
 async def test_both_tables_have_the_same_columns(database_url):
     """werk_stored_jobs joins the two tables column by column: a column a later migration adds to
     werk_jobs must be added to werk_completed_jobs too, in the same place, with the same type."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -377,20 +378,20 @@ def test_the_defaults_the_schema_states_are_the_ones_applied():
 async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
     conn = await connect(database_url)
     try:
-        for jobs in ("one", "many"):
-            for conflict in ("new", "dedupe"):
-                for answer in ("rows", "decided", "jids"):
-                    await conn.prepare(
-                        sql("job_push", jobs=f"job_push.{jobs}", conflict=f"job_push.{conflict}",
-                            answer=f"job_push.{answer}", release="job_push.hold",
-                            fresh="job_push.all",
-                            kept="job_push.unkept" if conflict == "dedupe" else "job_push.any")
-                    )  # fmt: skip
+        for jobs, conflict, answer, taken in itertools.product(
+            ("one", "many"), ("new", "dedupe"), ("rows", "decided", "jids"), ("checked", "minted")
+        ):
+            await conn.prepare(
+                sql("job_push", jobs=f"job_push.{jobs}", conflict=f"job_push.{conflict}",
+                    answer=f"job_push.{answer}", release="job_push.hold", fresh="job_push.all",
+                    kept="job_push.unkept" if conflict == "dedupe" else "job_push.any",
+                    taken=f"job_push.{taken}")
+            )  # fmt: skip
         # Unique keys: one variant.
         await conn.prepare(
             sql("job_push", jobs="job_push.keyed", release="job_push.release",
                 conflict="job_push.holder", fresh="job_push.created", answer="job_push.met",
-                kept="job_push.any")
+                kept="job_push.any", taken="job_push.checked")
         )  # fmt: skip
     finally:
         await conn.close()

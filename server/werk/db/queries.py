@@ -54,8 +54,10 @@ async def push_jobs(
 
     The jids are first taken to be new, which spares PostgreSQL the duplicate check per job; when
     one exists, that statement fails having changed nothing, and the push is written again
-    skipping existing jids."""
+    skipping existing jids. Jids kept completed are looked up unless the server minted every
+    jid (``NewJob.minted``)."""
     answer_part = f"job_push.{answer}"
+    taken = "job_push.minted" if all(j.minted for j in jobs) else "job_push.checked"
     if handoffs is None:
         handoffs = [None] * len(jobs)
     if len(jobs) == 1:
@@ -70,22 +72,22 @@ async def push_jobs(
         shape = "job_push.many"
         args = (*_many(now, jobs, handoffs), *_rare(jobs))
     try:
-        return await db.fetch(_push_sql(shape, "job_push.new", answer_part), *args)
+        return await db.fetch(_push_sql(shape, "job_push.new", answer_part, taken), *args)
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name != "werk_jobs_pkey":
             raise
-    return await db.fetch(_push_sql(shape, "job_push.dedupe", answer_part), *args)
+    return await db.fetch(_push_sql(shape, "job_push.dedupe", answer_part, taken), *args)
 
 
 @cache
-def _push_sql(jobs: str, conflict: str, answer: str) -> str:
+def _push_sql(jobs: str, conflict: str, answer: str, taken: str) -> str:
     """job_push.sql for jobs without unique keys; cached by position, which every push looks up
     more cheaply than sql()'s keywords. Only the push written again skipping existing jids looks
     for the jids kept completed before its insert: the first finds them by the check after it."""
     kept = "job_push.unkept" if conflict == "job_push.dedupe" else "job_push.any"
     return sql(
         "job_push", jobs=jobs, conflict=conflict, answer=answer, release="job_push.hold",
-        fresh="job_push.all", kept=kept,
+        fresh="job_push.all", kept=kept, taken=taken,
     )  # fmt: skip
 
 
@@ -144,6 +146,7 @@ async def push_unique_jobs(db: Executor, now: datetime | None, jobs: Sequence[Ne
             jobs="job_push.keyed",
             release="job_push.release",
             kept="job_push.any",
+            taken="job_push.checked",
             conflict="job_push.holder",
             fresh="job_push.created",
             answer="job_push.met",

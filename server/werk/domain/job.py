@@ -157,6 +157,8 @@ class NewJob:
     expires_in: float | None = None  # seconds from ``at`` (or now): expires_at then
     unique: UniqueLock | None = None
     batch: str | None = None
+    # The server made the jid for this push (werk.domain.jids): no other job, kept or not, has it.
+    minted: bool = False
 
 
 @dataclass(slots=True)

@@ -8,8 +8,9 @@
 -- and keep_result_for ($16/$26).
 -- Three choices make the variants, each a part below: how the jobs come (jobs: one, many,
 -- keyed), what an existing jid or a held unique key does (release: hold, release; kept: any,
--- unkept; conflict: new, dedupe, holder; fresh: all, created) and what is answered (answer:
--- rows, decided, jids, met). Unique keys come only as keyed with release, holder, created and met.
+-- unkept; taken: checked, minted; conflict: new, dedupe, holder; fresh: all, created) and what
+-- is answered (answer: rows, decided, jids, met). Unique keys come only as keyed with release,
+-- holder, created and met.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -73,10 +74,8 @@ counted AS (
     GROUP BY 1, 2
     ON CONFLICT (day, queue, shard) DO UPDATE SET pushed = k.pushed + excluded.pushed
 )
--- A jid kept completed (werk_completed_jobs) is taken, as one in werk_jobs: the check, once the
--- insert is done, fails the statement as werk_jobs_pkey would (0017_completed_jobs_table.sql).
 SELECT * FROM inserted
-WHERE (SELECT werk_jids_free(ARRAY(SELECT jid FROM inserted)))
+/*taken*/
 
 -- part one: a lone job, as plain values (no arrays to encode and unnest for one job).
 (VALUES ($2::text, $3::text, $4::text, $5::text, $6::int, $7::int, $8::int, $9::int, $10::text,
@@ -186,6 +185,14 @@ jid, queue, state
 -- part met: the jobs inserted and the holders met, each whole; created says which is which
 -- (a pushed jid never names a holder: the jids that exist were left out).
 *, jid = ANY($2::text[]) AS created
+
+-- part checked: a jid kept completed (werk_completed_jobs) is taken, as one in werk_jobs: the
+-- check, once the insert is done, fails the statement as werk_jobs_pkey would
+-- (0017_completed_jobs_table.sql).
+WHERE (SELECT werk_jids_free(ARRAY(SELECT jid FROM inserted)))
+
+-- part minted: every jid was made by the server for this push (domain/jids.py): none names a
+-- kept job, so none is looked up.
 
 -- part all: every inserted row counts as pushed.
 
