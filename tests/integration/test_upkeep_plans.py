@@ -1,9 +1,10 @@
 """The upkeep statements every node runs once a second (release orphaned leases, promote due
-jobs) must read what they change, not every active or scheduled job. Both compared their index
-column with the clock of a CTE, which PostgreSQL can only apply as a filter: the scan ran over
-the whole index whenever fewer jobs were due than the batch. The orphan release also looked for
-the jobs of lost workers on every pass, which no index can answer. This reads their plans
-(EXPLAIN ANALYZE in a rolled-back transaction) with many jobs held and many scheduled for later,
+jobs, prune what retention lets go) must read what they change, not every active, scheduled or
+kept job. Each compared its index column with the clock of a CTE, which PostgreSQL can only apply
+as a filter: the scan ran over the whole index whenever fewer rows were due than the batch. The
+orphan release also looked for the jobs of lost workers on every pass, which no index can
+answer. This reads their plans (EXPLAIN ANALYZE in a rolled-back transaction) with many jobs held,
+many scheduled for later, many completed jobs kept with their result and many batches finished,
 none of them due."""
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ STATEMENTS = {
     "job_orphans_release": "NULL, 3, 60, 1000, 0, '9999-12-31 23:59:59.999999+00'",
     # now, limit
     "job_promote": "NULL, 1000",
+    # now, dead retention, dead kept at most, completed retention, limit
+    "job_prune": "NULL, 604800, 10000, 0, 1000",
+    # now, older than, limit
+    "batch_prune": "NULL, 604800, 1000",
 }
 # The parts a statement is composed with (as werk.db.queries does).
 PARTS = {"job_orphans_release": {"discarded": "job_discard"}}
@@ -51,7 +56,26 @@ async def held_and_scheduled(api: object, database_url: str) -> AsyncIterator[as
         """,
         JOBS,
     )
-    await conn.execute("ANALYZE werk_jobs")
+    await conn.execute(
+        """
+        INSERT INTO werk_completed_jobs (jid, jobtype, queue, args, state, run_at, created_at,
+                                         enqueued_at, attempt, finished_at, keep_result_for,
+                                         keep_until)
+        SELECT 'kept-job-' || g, 'noop', 'busy', '[]', 'completed', now(), now(), now(), 1,
+               now(), 3600, now() + interval '1 hour'
+        FROM generate_series(1, $1) AS g
+        """,
+        JOBS,
+    )
+    await conn.execute(
+        """
+        INSERT INTO werk_batches (bid, created_at, committed, committed_at, completed_at)
+        SELECT 'finished-batch-' || g, now(), true, now(), now()
+        FROM generate_series(1, $1) AS g
+        """,
+        JOBS,
+    )
+    await conn.execute("ANALYZE werk_jobs, werk_completed_jobs, werk_batches")
     yield conn
     await conn.close()
 
