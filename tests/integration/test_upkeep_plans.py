@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from tests.support.helpers import explain
+from tests.support.helpers import assert_reads_at_most, explain
 from werk.db.sql import sql
 
 JOBS = 20_000
@@ -97,3 +97,22 @@ async def test_an_upkeep_pass_with_nothing_due_reads_next_to_nothing(
     executed = plan.split("\nPlanning")[0]
     read = max((int(n) for n in re.findall(r"shared hit=(\d+)", executed)), default=0)
     assert read < 100, plan  # before: every held or scheduled job, hundreds of pages
+
+
+@pytest.mark.parametrize("plan_mode", ["force_generic_plan", "force_custom_plan"])
+async def test_a_prune_pass_reads_the_kept_jobs_it_deletes_not_all_of_them(
+    held_and_scheduled: asyncpg.Connection, plan_mode: str
+) -> None:
+    """A generic plan cannot know how many kept jobs are due, and joined with them it scanned
+    the whole table to delete a few."""
+    conn = held_and_scheduled
+    await conn.execute(
+        "UPDATE werk_completed_jobs SET keep_until = now() - interval '1 minute' "
+        "WHERE jid IN (SELECT jid FROM werk_completed_jobs ORDER BY md5(jid) LIMIT 100)"
+    )
+    await conn.execute("ANALYZE werk_completed_jobs")
+    plan = await explain(
+        conn, sql("job_prune"), STATEMENTS["job_prune"], plan_mode=plan_mode, analyze=True
+    )
+    assert re.search(r"Delete on werk_completed_jobs .*actual rows=100 ", plan), plan
+    assert_reads_at_most(plan, 1000)

@@ -43,7 +43,10 @@ deleted AS (
     RETURNING j.jid, j.state, j.dependents, j.dependencies, j.batch
 ),
 deleted_completed AS (
-    DELETE FROM werk_completed_jobs k USING expired_completed e WHERE k.jid = e.jid
+    -- By key, as an array: a join with expired_completed, whose size a generic plan cannot know,
+    -- may be planned as a scan of the whole table.
+    DELETE FROM werk_completed_jobs k
+    WHERE k.jid = ANY (ARRAY(SELECT jid FROM expired_completed))
     RETURNING k.jid, k.state, k.dependents, k.dependencies, k.batch
 ),
 gone AS (
