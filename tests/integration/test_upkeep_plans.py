@@ -1,11 +1,11 @@
-"""The upkeep statements every node runs once a second (release orphaned leases, promote due
-jobs, prune what retention lets go) must read what they change, not every active, scheduled or
-kept job. Each compared its index column with the clock of a CTE, which PostgreSQL can only apply
-as a filter: the scan ran over the whole index whenever fewer rows were due than the batch. The
-orphan release also looked for the jobs of lost workers on every pass, which no index can
-answer. This reads their plans (EXPLAIN ANALYZE in a rolled-back transaction) with many jobs held,
-many scheduled for later, many completed jobs kept with their result and many batches finished,
-none of them due."""
+"""The upkeep statements every node runs (once a second: release orphaned leases, promote due
+jobs; every 30th pass: prune what retention lets go) must read what they change, not every
+active, scheduled or kept job. Each compared its index column with the clock of a CTE, which
+PostgreSQL can only apply as a filter: the scan ran over the whole index whenever fewer rows were
+due than the batch. The orphan release also looked for the jobs of lost workers on every pass,
+which no index can answer. This reads their plans (EXPLAIN ANALYZE in a rolled-back transaction)
+with many jobs held, many scheduled for later, many completed jobs kept with their result and
+many batches finished, none of them due."""
 
 from __future__ import annotations
 
