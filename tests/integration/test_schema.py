@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -75,13 +76,18 @@ COLUMN_RULES = [
     ("orphans", "0", "-1"),
     ("retry_count", "0", "-1"),
     ("message", "NULL", f"'{'m' * 10001}'"),
+    ("unique_key", "'k'", "''"),
+    ("unique_key", "'k'", f"'{'k' * 201}'"),
+    ("unique_spec", "'{}'", "'[]'"),
+    ("waiting_for", "NULL", "0"),
 ]
 
 
 @pytest.mark.parametrize(("column", "good", "bad"), COLUMN_RULES)
 async def test_each_column_rule_holds_on_insert_and_on_update(database_url, column, good, bad):
-    """The single-column rules live in domains (migration 0007), checked where a value is written:
-    a push, and an update that sets the column. Neither may store a value the rule refuses."""
+    """The single-column rules live in domains (migrations 0007, 0018), checked where a value is
+    written: a push, and an update that sets the column. Neither may store a value the rule
+    refuses."""
     values = dict(
         jid="'schema-job-2'", jobtype="'t'", queue="'q'", args="'[]'", state="'available'",
         run_at="now()", created_at="now()", enqueued_at="now()",
@@ -99,5 +105,47 @@ async def test_each_column_rule_holds_on_insert_and_on_update(database_url, colu
         with pytest.raises(asyncpg.CheckViolationError):
             await conn.execute(f"UPDATE werk_jobs SET {column} = {bad}")
         assert await conn.fetchval("SELECT count(*) FROM werk_jobs") == 1
+    finally:
+        await conn.close()
+
+
+async def test_the_table_checks_tie_columns_together_and_list_states_as_constants(database_url):
+    """PostgreSQL reads a table's CHECK constraints back from their stored text and plans them
+    again in every statement that writes a row (migration 0018): a rule on one column belongs in
+    a domain, read once per connection, and a list of states is one array constant, not an
+    ARRAY[...] expression that each statement folds again. The one exception,
+    werk_jobs_never_completed, reads the state alone: werk_completed_jobs, whose rows are all
+    completed, shares the state's type."""
+    checks = await sql(
+        database_url,
+        "SELECT conname, cardinality(conkey) AS columns, pg_get_constraintdef(oid) AS def "
+        "FROM pg_constraint WHERE conrelid = 'werk_jobs'::regclass AND contype = 'c'",
+    )
+    assert checks
+    for check in checks:
+        assert "ARRAY[" not in check["def"], check["conname"]
+        if check["conname"] != "werk_jobs_never_completed":
+            assert check["columns"] > 1, check["conname"]
+
+
+async def test_only_a_waiting_job_counts_dependencies(database_url):
+    """waiting_for (dependencies not yet settled) is held by a waiting job with dependencies."""
+    insert = """
+        INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at,
+                               finished_at, waiting_for, dependencies)
+        VALUES ($1, 't', 'q', '[]', $2, now(), now(), $3, $4, 1, $5)
+    """
+    now = datetime.now(UTC)
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(insert, "schema-wait-1", "waiting", None, None, True)
+        for row in [
+            ("schema-wait-2", "waiting", None, None, False),
+            ("schema-wait-3", "available", now, None, True),
+            ("schema-wait-4", "skipped", None, now, True),
+            ("schema-wait-5", "skipped", None, None, True),
+        ]:
+            with pytest.raises(asyncpg.CheckViolationError):
+                await conn.execute(insert, *row)
     finally:
         await conn.close()
