@@ -16,15 +16,23 @@ CREATE DOMAIN werk_unique_key AS text;
 CREATE DOMAIN werk_unique_spec AS jsonb;
 CREATE DOMAIN werk_waiting_for AS integer;
 
+-- werk_completed_jobs has the columns and the checks of werk_jobs (0017_completed_jobs_table.sql):
+-- both change alike.
 DROP VIEW werk_stored_jobs;
-ALTER TABLE werk_jobs
-    ALTER COLUMN unique_key TYPE werk_unique_key COLLATE "C",
-    ALTER COLUMN unique_spec TYPE werk_unique_spec,
-    ALTER COLUMN waiting_for TYPE werk_waiting_for;
-ALTER TABLE werk_completed_jobs
-    ALTER COLUMN unique_key TYPE werk_unique_key COLLATE "C",
-    ALTER COLUMN unique_spec TYPE werk_unique_spec,
-    ALTER COLUMN waiting_for TYPE werk_waiting_for;
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['werk_jobs', 'werk_completed_jobs'] LOOP
+        EXECUTE format($sql$
+            ALTER TABLE %I
+                ALTER COLUMN unique_key TYPE werk_unique_key COLLATE "C",
+                ALTER COLUMN unique_spec TYPE werk_unique_spec,
+                ALTER COLUMN waiting_for TYPE werk_waiting_for
+        $sql$, t);
+    END LOOP;
+END
+$$;
 CREATE VIEW werk_stored_jobs AS
 SELECT * FROM werk_jobs
 UNION ALL
@@ -34,33 +42,29 @@ ALTER DOMAIN werk_unique_key ADD CHECK (length(VALUE) BETWEEN 1 AND 200);
 ALTER DOMAIN werk_unique_spec ADD CHECK (jsonb_typeof(VALUE) = 'object');
 ALTER DOMAIN werk_waiting_for ADD CHECK (VALUE > 0);
 
-ALTER TABLE werk_jobs
-    DROP CONSTRAINT werk_jobs_unique_key_check,
-    DROP CONSTRAINT werk_jobs_unique_spec_check,
-    DROP CONSTRAINT werk_jobs_waiting_for_check,
-    DROP CONSTRAINT werk_jobs_waiting_for_only_waiting,
-    DROP CONSTRAINT werk_jobs_waiting_has_dependencies,
-    DROP CONSTRAINT werk_jobs_available_enqueued,
-    DROP CONSTRAINT werk_jobs_finished_iff_terminal,
-    ADD CONSTRAINT werk_jobs_available_enqueued
-        CHECK (state <> ALL ('{available,active}'::werk_job_state[]) OR enqueued_at IS NOT NULL),
-    ADD CONSTRAINT werk_jobs_finished_iff_terminal
-        CHECK ((state <> ALL ('{scheduled,available,active}'::werk_job_state[])
-                AND waiting_for IS NULL) = (finished_at IS NOT NULL)),
-    ADD CONSTRAINT werk_jobs_waiting_on_dependencies
-        CHECK (waiting_for IS NULL OR (state = 'waiting' AND dependencies));
-ALTER TABLE werk_completed_jobs
-    DROP CONSTRAINT werk_jobs_unique_key_check,
-    DROP CONSTRAINT werk_jobs_unique_spec_check,
-    DROP CONSTRAINT werk_jobs_waiting_for_check,
-    DROP CONSTRAINT werk_jobs_waiting_for_only_waiting,
-    DROP CONSTRAINT werk_jobs_waiting_has_dependencies,
-    DROP CONSTRAINT werk_jobs_available_enqueued,
-    DROP CONSTRAINT werk_jobs_finished_iff_terminal,
-    ADD CONSTRAINT werk_jobs_available_enqueued
-        CHECK (state <> ALL ('{available,active}'::werk_job_state[]) OR enqueued_at IS NOT NULL),
-    ADD CONSTRAINT werk_jobs_finished_iff_terminal
-        CHECK ((state <> ALL ('{scheduled,available,active}'::werk_job_state[])
-                AND waiting_for IS NULL) = (finished_at IS NOT NULL)),
-    ADD CONSTRAINT werk_jobs_waiting_on_dependencies
-        CHECK (waiting_for IS NULL OR (state = 'waiting' AND dependencies));
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['werk_jobs', 'werk_completed_jobs'] LOOP
+        EXECUTE format($sql$
+            ALTER TABLE %I
+                DROP CONSTRAINT werk_jobs_unique_key_check,
+                DROP CONSTRAINT werk_jobs_unique_spec_check,
+                DROP CONSTRAINT werk_jobs_waiting_for_check,
+                DROP CONSTRAINT werk_jobs_waiting_for_only_waiting,
+                DROP CONSTRAINT werk_jobs_waiting_has_dependencies,
+                DROP CONSTRAINT werk_jobs_available_enqueued,
+                DROP CONSTRAINT werk_jobs_finished_iff_terminal,
+                ADD CONSTRAINT werk_jobs_available_enqueued CHECK (
+                    state <> ALL ('{available,active}'::werk_job_state[])
+                    OR enqueued_at IS NOT NULL),
+                ADD CONSTRAINT werk_jobs_finished_iff_terminal CHECK (
+                    (state <> ALL ('{scheduled,available,active}'::werk_job_state[])
+                     AND waiting_for IS NULL) = (finished_at IS NOT NULL)),
+                ADD CONSTRAINT werk_jobs_waiting_on_dependencies CHECK (
+                    waiting_for IS NULL OR (state = 'waiting' AND dependencies))
+        $sql$, t);
+    END LOOP;
+END
+$$;
