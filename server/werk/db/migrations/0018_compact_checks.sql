@@ -28,27 +28,7 @@ BEGIN
             ALTER TABLE %I
                 ALTER COLUMN unique_key TYPE werk_unique_key COLLATE "C",
                 ALTER COLUMN unique_spec TYPE werk_unique_spec,
-                ALTER COLUMN waiting_for TYPE werk_waiting_for
-        $sql$, t);
-    END LOOP;
-END
-$$;
-CREATE VIEW werk_stored_jobs AS
-SELECT * FROM werk_jobs
-UNION ALL
-SELECT * FROM werk_completed_jobs;
-
-ALTER DOMAIN werk_unique_key ADD CHECK (length(VALUE) BETWEEN 1 AND 200);
-ALTER DOMAIN werk_unique_spec ADD CHECK (jsonb_typeof(VALUE) = 'object');
-ALTER DOMAIN werk_waiting_for ADD CHECK (VALUE > 0);
-
-DO $$
-DECLARE
-    t text;
-BEGIN
-    FOREACH t IN ARRAY ARRAY['werk_jobs', 'werk_completed_jobs'] LOOP
-        EXECUTE format($sql$
-            ALTER TABLE %I
+                ALTER COLUMN waiting_for TYPE werk_waiting_for,
                 DROP CONSTRAINT werk_jobs_unique_key_check,
                 DROP CONSTRAINT werk_jobs_unique_spec_check,
                 DROP CONSTRAINT werk_jobs_waiting_for_check,
@@ -68,3 +48,11 @@ BEGIN
     END LOOP;
 END
 $$;
+CREATE VIEW werk_stored_jobs AS
+SELECT * FROM werk_jobs
+UNION ALL
+SELECT * FROM werk_completed_jobs;
+
+ALTER DOMAIN werk_unique_key ADD CHECK (length(VALUE) BETWEEN 1 AND 200);
+ALTER DOMAIN werk_unique_spec ADD CHECK (jsonb_typeof(VALUE) = 'object');
+ALTER DOMAIN werk_waiting_for ADD CHECK (VALUE > 0);
