@@ -4,10 +4,9 @@
 -- with the rows written. A domain's checks are read once per connection. So the checks on a
 -- single column move into domains, as 0007_checks_where_written.sql did; the two checks on
 -- waiting jobs become one, which names the state 0012_dependencies.sql could not name yet (a
--- job counting dependencies is waiting: 0012 allowed the finished state skipped, which
--- werk_jobs_finished_iff_terminal already ruled out); and each list of states is written as
--- one array constant, stored as one value instead of an array expression that every statement
--- would fold again.
+-- job counting dependencies is waiting; 0012 also let a skipped job without finished_at count
+-- them, which no statement writes); and each list of states is written as one array constant,
+-- stored as one value instead of an array expression that every statement would fold again.
 --
 -- As in 0007, the domains are created without their checks, so that retyping the columns is a
 -- relabelling (the tables are not rewritten), then given their checks, each read once over the
