@@ -91,26 +91,36 @@ async def test_schema_newer_than_the_code_is_refused(database_url, tmp_path):
 JOBS_IN_EVERY_STATE = """
 INSERT INTO werk_jobs (jid, jobtype, queue, args, custom, priority, state, run_at, created_at,
                        enqueued_at, attempt, lease, lease_expires_at, wid, retry_count, failed_at,
-                       errtype, message, finished_at, keep_result_for, result, keep_until)
+                       errtype, message, finished_at, unique_key, unique_spec, waiting_for,
+                       dependencies)
 VALUES
     ('upgrade-available', 'resize', 'img', '[1, "a"]', '{"k": 1}', 5, 'available', now(), now(),
-     now(), 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+     now(), 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
     ('upgrade-active', 'resize', 'img', '[2]', '{}', 0, 'active', now(), now(), now(), 1,
      gen_random_uuid(), now() + interval '1 hour', 'w-1', 0, NULL, NULL, NULL, NULL, NULL, NULL,
-     NULL),
+     NULL, NULL),
     ('upgrade-retrying', 'resize', 'img', '[3]', '{}', 0, 'scheduled', now() + interval '1 hour',
-     now(), now(), 1, NULL, NULL, NULL, 1, now(), 'IOError', 'disk full', NULL, NULL, NULL, NULL),
+     now(), now(), 1, NULL, NULL, NULL, 1, now(), 'IOError', 'disk full', NULL, NULL, NULL, NULL,
+     NULL),
     ('upgrade-dead', 'resize', 'img', '[4]', '{}', 0, 'dead', now(), now(), now(), 26, NULL,
-     NULL, NULL, 25, now(), 'IOError', 'disk full', now(), NULL, NULL, NULL),
+     NULL, NULL, 25, now(), 'IOError', 'disk full', now(), NULL, NULL, NULL, NULL),
+    ('upgrade-unique', 'resize', 'other', '[6]', '{}', 0, 'available', now(), now(), now(), 0,
+     NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 'k-1', '{"until": "success"}', NULL, NULL),
+    ('upgrade-waiting', 'resize', 'other', '[7]', '{}', 0, 'waiting', now(), now(), NULL, 0,
+     NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, 1, true);
+INSERT INTO werk_completed_jobs (jid, jobtype, queue, args, custom, priority, state, run_at,
+                                 created_at, enqueued_at, attempt, wid, finished_at,
+                                 keep_result_for, result, keep_until)
+VALUES
     ('upgrade-completed', 'resize', 'img', '[5]', '{}', 0, 'completed', now(), now(), now(), 1,
-     NULL, NULL, 'w-1', 0, NULL, NULL, NULL, now(), 3600, '{"pages": 2}',
-     now() + interval '1 hour')
+     'w-1', now(), 3600, '{"pages": 2}', now() + interval '1 hour')
 """
 
 
 async def test_the_latest_migration_keeps_the_jobs_of_a_database_it_upgrades(test_databases):
-    """A database at the previous version, holding jobs in every state, is upgraded at start-up:
-    every job reads back the same and the stored jobs can still be claimed and acked."""
+    """A database at the previous version, holding jobs in every state (completed ones kept in
+    werk_completed_jobs), is upgraded at start-up: every job reads back the same and the stored
+    jobs can still be claimed and acked."""
     name = f"werk_upgrade_{id(test_databases) % 10000}"
     await test_databases.drop(name)
     await sql(test_databases.root_url, f'CREATE DATABASE "{name}"')
@@ -126,7 +136,7 @@ async def test_the_latest_migration_keeps_the_jobs_of_a_database_it_upgrades(tes
             await conn.execute(JOBS_IN_EVERY_STATE)
         finally:
             await conn.close()
-        before = await sql(url, "SELECT * FROM werk_jobs ORDER BY jid")
+        before = await sql(url, "SELECT * FROM werk_stored_jobs ORDER BY jid")
         await prepare_database(url)
         # Every job, in the table that now holds it (completed ones: werk_completed_jobs).
         after = await sql(url, "SELECT * FROM werk_stored_jobs ORDER BY jid")
