@@ -10,7 +10,8 @@
 --
 -- As in 0007, the domains are created without their checks, so that retyping the columns is a
 -- relabelling (the tables are not rewritten), then given their checks, each read once over the
--- stored rows. werk_stored_jobs reads the retyped columns, so it is made again over them.
+-- stored rows. werk_jobs_unique_idx, over a retyped column, is rebuilt. werk_stored_jobs reads
+-- the retyped columns, so it is made again over them.
 CREATE DOMAIN werk_unique_key AS text;
 CREATE DOMAIN werk_unique_spec AS jsonb;
 CREATE DOMAIN werk_waiting_for AS integer;
