@@ -235,8 +235,8 @@ class Runner:
             functools.partial(scenarios.push_batch, c, 1000, 1, sdk.QUEUE, as_sdk=True),
         )
         for key, handler, concurrency in (
-            ("work_async", "async", 50),
             ("work_async_200", "async", 200),
+            ("work_async_1000", "async", 1000),
             ("work_sync", "sync", 50),
         ):
             await both(

@@ -35,7 +35,7 @@ SETTLE_MS = 1000
 # The processed row's settings are the best of a sweep on the reference machine (drain 10,000
 # no-op jobs): PgQueuer batch_size 10 / 100 / 500 / 1,000, pg-boss localConcurrency 1 / 2 / 4 / 8
 # (batchSize 100), Graphile Worker concurrency 10 / 24 / 50 (localQueue 500), Werk concurrency
-# 50 / 200.
+# 50 / 200 / 500 / 1,000 (fetch batch 100: more fetches in flight share each claim statement).
 
 
 @dataclass
@@ -56,9 +56,9 @@ def _werk(name: str) -> Peer:
     """Werk through one of its clients (both take the same worker settings)."""
     return Peer(
         name,
-        work={"concurrency": 200, "fetchBatch": 100},
+        work={"concurrency": 1000, "fetchBatch": 100},
         latency={"concurrency": 10, "fetchWait": 30},
-        setting="Worker concurrency 200, fetch batch 100",
+        setting="Worker concurrency 1,000, fetch batch 100",
         left_sql="SELECT count(*) FROM werk_jobs",
     )
 
