@@ -33,7 +33,7 @@ STATEMENTS = {
     "job_unclaim": f"'{{inflight-1}}', '{{{LEASE}}}', true",
 }
 # The parts a statement is composed with (as werk.db.queries does).
-PARTS = {"job_fail": {"discarded": "job_discard"}}
+PARTS = {"job_fail": {"discarded": "job_discard", "noted": "job_failed_noted"}}
 
 # name: (jobs when the statistics are taken, VACUUM of an emptied table (None: not emptied),
 #        jobs in the burst afterwards, twelfths of them claimed)

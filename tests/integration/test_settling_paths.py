@@ -41,9 +41,22 @@ FUNCTIONS_THAT_CANNOT_SETTLE = {
 }
 
 
+# The statements that fail attempts take their noting from shared files, through a marker.
+NOTED_BY = {"noted": "job_failed_noted", "discarded": "job_discard"}
+
+
+def notes(text: str) -> bool:
+    """Whether a statement writes werk_job_changes itself, or holds a marker of a shared file
+    that does."""
+    return "werk_job_changes" in text or any(
+        f"/*{marker}*/" in text and notes((SQL_DIR / f"{name}.sql").read_text())
+        for marker, name in NOTED_BY.items()
+    )
+
+
 def test_every_statement_that_writes_jobs_notes_its_changes_or_cannot_settle():
     writers = {f.stem for f in SQL_DIR.glob("*.sql") if WRITES_JOBS.search(f.read_text())}
-    noting = {f.stem for f in SQL_DIR.glob("*.sql") if "werk_job_changes" in f.read_text()}
+    noting = {f.stem for f in SQL_DIR.glob("*.sql") if notes(f.read_text())}
     assert writers, "no statement found: the pattern is wrong"
     assert sorted(writers - noting - CANNOT_SETTLE.keys()) == []
     assert sorted(CANNOT_SETTLE.keys() - writers) == [], "listed but writes no job any more"

@@ -31,7 +31,7 @@ STATEMENTS = {
     "batch_prune": "NULL, 604800, 1000",
 }
 # The parts a statement is composed with (as werk.db.queries does).
-PARTS = {"job_orphans_release": {"discarded": "job_discard"}}
+PARTS = {"job_orphans_release": {"discarded": "job_discard", "noted": "job_failed_noted"}}
 
 
 @pytest.fixture

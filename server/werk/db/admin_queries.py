@@ -80,12 +80,12 @@ async def list_jobs(
 
 
 def job_list_sql(newest_first: bool) -> str:
-    """admin_job_list.sql in one order, the pair walk and the search filled in."""
-    if newest_first:
-        return sql("admin_job_list", pairs="queue_state_pairs", search="admin_job_search",
-                   order="admin_job_list.desc", after="admin_job_list.older")  # fmt: skip
+    """admin_job_list.sql in one order, the pair walk and the search filled in (matched before
+    after: the part matched holds the after marker)."""
+    order, after = ("desc", "older") if newest_first else ("asc", "newer")
     return sql("admin_job_list", pairs="queue_state_pairs", search="admin_job_search",
-               order="admin_job_list.asc", after="admin_job_list.newer")  # fmt: skip
+               matched="admin_job_list.matched", order=f"admin_job_list.{order}",
+               after=f"admin_job_list.{after}")  # fmt: skip
 
 
 JOB_ACTIONS = frozenset({"retry", "kill", "cancel", "delete"})
@@ -108,8 +108,8 @@ async def act_on_jobs(
 
 
 def job_act_sql() -> str:
-    """admin_job_act.sql, the search (as the job pages read it) and its scope filled in."""
-    return sql("admin_job_act", search="admin_job_search", scope="admin_job_act.scope")
+    """admin_job_act.sql, the search (as the job pages read it) and its bounds filled in."""
+    return sql("admin_job_act", search="admin_job_search", bounds="admin_job_act.bounds")
 
 
 # -- workers --------------------------------------------------------------------------------

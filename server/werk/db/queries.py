@@ -225,7 +225,9 @@ async def fail_job(
         now, jid, lease, errtype, message, list(backtrace), retry_in, no_retry, _shard(), wid,
         TIME_MAX,
     )  # fmt: skip
-    return await db.fetchrow(sql("job_fail", discarded="job_discard"), *args)
+    return await db.fetchrow(
+        sql("job_fail", discarded="job_discard", noted="job_failed_noted"), *args
+    )
 
 
 async def extend_job(
@@ -317,7 +319,7 @@ async def release_orphans(
     limit: int,
 ) -> list[Any]:
     return await db.fetch(
-        sql("job_orphans_release", discarded="job_discard"),
+        sql("job_orphans_release", discarded="job_discard", noted="job_failed_noted"),
         now,
         max_orphans,
         worker_timeout,

@@ -31,12 +31,9 @@ live AS (
     SELECT j.jid, j.state, j.created_at
     FROM werk_jobs j
     WHERE ($4::text IS NULL OR j.state = 'active')
-      AND /*scope*/
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, $4::text, (SELECT words FROM search), $5::boolean)
-    ORDER BY j.created_at, j.jid
-    LIMIT $7
-    FOR UPDATE OF j SKIP LOCKED
+      AND /*bounds*/
 ),
 -- With q, the available jobs, walked and tested row by row while werk_jobs_available_words_idx
 -- cannot be read. That test names no column of a job, so it is decided once, before the walk:
@@ -46,12 +43,9 @@ walked AS (
     FROM werk_jobs j
     WHERE $4::text IS NOT NULL AND NOT (SELECT valid FROM indexed)
       AND j.state = 'available'
-      AND /*scope*/
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, $4::text, (SELECT words FROM search), $5::boolean)
-    ORDER BY j.created_at, j.jid
-    LIMIT $7
-    FOR UPDATE OF j SKIP LOCKED
+      AND /*bounds*/
 ),
 -- With q, the other jobs of werk_jobs whose words match, from werk_jobs_words_idx (which leaves
 -- available and active jobs out)...
@@ -61,12 +55,9 @@ searched AS (
     WHERE $4::text IS NOT NULL
       AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
       AND j.state NOT IN ('available', 'active')
-      AND /*scope*/
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, NULL, NULL, $5::boolean)
-    ORDER BY j.created_at, j.jid
-    LIMIT $7
-    FOR UPDATE OF j SKIP LOCKED
+      AND /*bounds*/
 ),
 -- ... and the available ones from werk_jobs_available_words_idx, when it is valid.
 found AS (
@@ -75,12 +66,9 @@ found AS (
     WHERE $4::text IS NOT NULL AND (SELECT valid FROM indexed)
       AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
       AND j.state = 'available'
-      AND /*scope*/
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, NULL, NULL, $5::boolean)
-    ORDER BY j.created_at, j.jid
-    LIMIT $7
-    FOR UPDATE OF j SKIP LOCKED
+      AND /*bounds*/
 ),
 -- Completed jobs, kept in a table of their own (0017_completed_jobs_table.sql), are only
 -- deleted; with q, found through werk_completed_jobs_words_idx.
@@ -171,8 +159,8 @@ UNION ALL SELECT jid, queue FROM stopped
 UNION ALL SELECT jid, queue FROM deleted
 UNION ALL SELECT jid, queue FROM deleted_kept
 
--- part scope: the state, queue and jid bounds, and the states the action applies to, of job j
--- in werk_jobs (each source of jobs above applies them, beside werk_job_filter).
+-- part bounds: the state, queue and jid bounds, and the states the action applies to, of job j
+-- in werk_jobs, and the oldest $7 such jobs, locked (each source of jobs above ends with it).
 ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
 AND ($2::text IS NULL OR j.queue = $2::text)
 AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
@@ -187,3 +175,6 @@ AND CASE
                  OR j.state = 'active'
         ELSE false
     END
+ORDER BY j.created_at, j.jid
+LIMIT $7
+FOR UPDATE OF j SKIP LOCKED

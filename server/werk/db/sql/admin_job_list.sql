@@ -39,10 +39,7 @@ candidates AS (
       AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
       AND j.state = 'available'
       AND ($1::werk_job_state IS NULL OR $1::werk_job_state = 'available')
-      AND ($2::text IS NULL OR j.queue = $2::text)
-      AND (j.created_at, j.jid) /*after*/
-      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
-                          $3::text, NULL, NULL, $5::boolean)
+      AND /*matched*/
     UNION ALL
     SELECT j.created_at, j.jid
     FROM werk_stored_jobs j
@@ -50,10 +47,7 @@ candidates AS (
       AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
       AND j.state NOT IN ('available', 'active')
       AND ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
-      AND ($2::text IS NULL OR j.queue = $2::text)
-      AND (j.created_at, j.jid) /*after*/
-      AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
-                          $3::text, NULL, NULL, $5::boolean)
+      AND /*matched*/
     UNION ALL
     SELECT j.created_at, j.jid
     FROM werk_jobs j
@@ -70,6 +64,13 @@ SELECT j.*
 FROM page p
 JOIN werk_stored_jobs j ON j.jid = p.jid
 ORDER BY p.created_at /*order*/, p.jid /*order*/
+
+-- part matched: the queue bound, the cursor and the other filters, for a job j whose words
+-- matched q in a words index (so werk_job_filter need not test them again).
+($2::text IS NULL OR j.queue = $2::text)
+AND (j.created_at, j.jid) /*after*/
+AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
+                    $3::text, NULL, NULL, $5::boolean)
 
 -- part desc: newest first.
 DESC

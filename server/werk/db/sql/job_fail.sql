@@ -38,12 +38,7 @@ failed AS (
     WHERE j.jid = t.jid AND t.outcome <> 'discard'
     RETURNING j.jid, j.state, j.run_at, j.dependents, j.dependencies, j.batch, j.finished_at
 ),
-noted AS (
-    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch,
-                                  finished_at)
-    SELECT jid, 'active', state, dependents, dependencies, batch, finished_at
-    FROM failed WHERE dependents OR dependencies
-),
+/*noted*/
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, processed, failed)
     SELECT (c.now AT TIME ZONE 'UTC')::date, t.queue, $9::smallint, 1, 1

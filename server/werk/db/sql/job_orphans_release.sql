@@ -86,12 +86,7 @@ failed AS (
     RETURNING j.jid, j.queue, j.state, j.errtype, t.poisoned, j.dependents, j.dependencies,
               j.batch, j.finished_at
 ),
-noted AS (
-    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch,
-                                  finished_at)
-    SELECT jid, 'active', state, dependents, dependencies, batch, finished_at
-    FROM failed WHERE dependents OR dependencies
-),
+/*noted*/
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, processed, failed, leases_expired)
     SELECT (c.now AT TIME ZONE 'UTC')::date, t.queue, $5::smallint, count(*), count(*), count(*)
