@@ -409,10 +409,12 @@ def test_a_job_spec_takes_the_defaults_of_the_job_model():
 def test_a_statement_is_composed_only_from_parts_that_fit():
     with pytest.raises(ValueError, match="holds no"):
         sql("job_fetch", jobs="job_push.one")
-    # A marker standing several times is filled everywhere (the job pages' order and bound).
+    # A marker standing several times is filled everywhere (the job pages' order and bound),
+    # also where a part filled before it brought it (matched holds the after marker).
     both = sql("admin_job_list", pairs="queue_state_pairs", search="admin_job_search",
-               order="admin_job_list.desc", after="admin_job_list.older")  # fmt: skip
-    assert both.count("DESC") == 6 and "/*" not in both
+               matched="admin_job_list.matched", order="admin_job_list.desc",
+               after="admin_job_list.older")  # fmt: skip
+    assert both.count("DESC") == 6 and both.count("coalesce($6") == 4 and "/*" not in both
     with pytest.raises(ValueError, match="no part"):
         sql("job_push", jobs="job_push.few", conflict="job_push.new", answer="job_push.rows")
     with pytest.raises(ValueError, match="no part fills"):
