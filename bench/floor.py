@@ -71,8 +71,8 @@ def _push_sql(jobs: str) -> str:
     their jids (werk.db.queries.push_jobs)."""
     return sql(
         "job_push", jobs=f"job_push.{jobs}", conflict="job_push.new", answer="job_push.decided",
-        release="job_push.hold", fresh="job_push.all", kept="job_push.any",
-        taken="job_push.minted",
+        release="job_push.hold", tally="job_push.each" if jobs == "one" else "job_push.all",
+        kept="job_push.any", taken="job_push.minted",
     )  # fmt: skip
 
 

@@ -383,14 +383,15 @@ async def test_every_variant_of_the_push_statement_is_valid_sql(database_url):
         ):
             await conn.prepare(
                 sql("job_push", jobs=f"job_push.{jobs}", conflict=f"job_push.{conflict}",
-                    answer=f"job_push.{answer}", release="job_push.hold", fresh="job_push.all",
+                    answer=f"job_push.{answer}", release="job_push.hold",
+                    tally="job_push.each" if jobs == "one" else "job_push.all",
                     kept="job_push.unkept" if conflict == "dedupe" else "job_push.any",
                     taken=f"job_push.{taken}")
             )  # fmt: skip
         # Unique keys: one variant.
         await conn.prepare(
             sql("job_push", jobs="job_push.keyed", release="job_push.release",
-                conflict="job_push.holder", fresh="job_push.created", answer="job_push.met",
+                conflict="job_push.holder", tally="job_push.created", answer="job_push.met",
                 kept="job_push.any", taken="job_push.checked")
         )  # fmt: skip
     finally:

@@ -85,9 +85,10 @@ def _push_sql(jobs: str, conflict: str, answer: str, taken: str) -> str:
     more cheaply than sql()'s keywords. Only the push written again skipping existing jids looks
     for the jids kept completed before its insert: the first finds them by the check after it."""
     kept = "job_push.unkept" if conflict == "job_push.dedupe" else "job_push.any"
+    tally = "job_push.each" if jobs == "job_push.one" else "job_push.all"
     return sql(
         "job_push", jobs=jobs, conflict=conflict, answer=answer, release="job_push.hold",
-        fresh="job_push.all", kept=kept, taken=taken,
+        tally=tally, kept=kept, taken=taken,
     )  # fmt: skip
 
 
@@ -148,7 +149,7 @@ async def push_unique_jobs(db: Executor, now: datetime | None, jobs: Sequence[Ne
             kept="job_push.any",
             taken="job_push.checked",
             conflict="job_push.holder",
-            fresh="job_push.created",
+            tally="job_push.created",
             answer="job_push.met",
         ),
         *args,

@@ -6,11 +6,11 @@
 -- fresh lease), so the waiting fetch is answered by this commit without a claim of its own.
 -- Per job also its expiry ($14/$24 expires_at, $15/$25 expires_in: seconds from `at` or now)
 -- and keep_result_for ($16/$26).
--- Three choices make the variants, each a part below: how the jobs come (jobs: one, many,
+-- Four choices make the variants, each a part below: how the jobs come (jobs: one, many,
 -- keyed), what an existing jid or a held unique key does (release: hold, release; kept: any,
--- unkept; taken: checked, minted; conflict: new, dedupe, holder; fresh: all, created) and what
--- is answered (answer: rows, decided, jids, met). Unique keys come only as keyed with release,
--- holder, created and met.
+-- unkept; taken: checked, minted; conflict: new, dedupe, holder), what is answered (answer: rows,
+-- decided, jids, met) and what counts as pushed (tally: each, all, created). Unique keys come
+-- only as keyed with release, holder, created and met; a lone job only with each.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -68,10 +68,7 @@ inserted AS (
 ),
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, pushed)
-    SELECT (c.now AT TIME ZONE 'UTC')::date, i.queue, $12::smallint, count(*)
-    FROM inserted i CROSS JOIN clock c
-    /*fresh*/
-    GROUP BY 1, 2
+    SELECT (c.now AT TIME ZONE 'UTC')::date, i.queue, $12::smallint, /*tally*/
     ON CONFLICT (day, queue, shard) DO UPDATE SET pushed = k.pushed + excluded.pushed
 )
 SELECT * FROM inserted
@@ -194,7 +191,11 @@ WHERE (SELECT werk_jids_free(ARRAY(SELECT jid FROM inserted)))
 -- part minted: every jid was made by the server for this push (domain/jids.py): none names a
 -- kept job, so none is looked up.
 
--- part all: every inserted row counts as pushed.
+-- part each: a lone job (part one) counts one, with no grouping to set up.
+1 FROM inserted i CROSS JOIN clock c
+
+-- part all: every inserted row counts as pushed, per queue.
+count(*) FROM inserted i CROSS JOIN clock c GROUP BY 1, 2
 
 -- part created: only the rows inserted count as pushed, not the holders met.
-WHERE i.created
+count(*) FROM inserted i CROSS JOIN clock c WHERE i.created GROUP BY 1, 2
