@@ -32,6 +32,7 @@ import orjson
 
 from bench.httpclient import Connection
 from bench.scenarios import Context, pct, timed
+from werk.db import queries
 from werk.db.queries import new_leases
 from werk.db.sql import sql
 from werk.domain.jids import new_jids
@@ -68,12 +69,10 @@ CREATE INDEX ON {LEAN}.werk_jobs (lease_expires_at) WHERE state = 'active';
 def _push_sql(jobs: str) -> str:
     """job_push.sql with its jobs as ``jobs`` (part one or many) answering with what it decided
     per inserted job, as the server sends it when no fetch waits for the jobs and it minted
-    their jids (werk.db.queries.push_jobs)."""
-    return sql(
-        "job_push", jobs=f"job_push.{jobs}", conflict="job_push.new", answer="job_push.decided",
-        release="job_push.hold", tally="job_push.each" if jobs == "one" else "job_push.all",
-        kept="job_push.any", taken="job_push.minted",
-    )  # fmt: skip
+    their jids."""
+    return queries.push_sql(
+        f"job_push.{jobs}", "job_push.new", "job_push.decided", "job_push.minted"
+    )
 
 
 def _push_args(n: int) -> list[Any]:

@@ -72,18 +72,19 @@ async def push_jobs(
         shape = "job_push.many"
         args = (*_many(now, jobs, handoffs), *_rare(jobs))
     try:
-        return await db.fetch(_push_sql(shape, "job_push.new", answer_part, taken), *args)
+        return await db.fetch(push_sql(shape, "job_push.new", answer_part, taken), *args)
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name != "werk_jobs_pkey":
             raise
-    return await db.fetch(_push_sql(shape, "job_push.dedupe", answer_part, taken), *args)
+    return await db.fetch(push_sql(shape, "job_push.dedupe", answer_part, taken), *args)
 
 
 @cache
-def _push_sql(jobs: str, conflict: str, answer: str, taken: str) -> str:
-    """job_push.sql for jobs without unique keys; cached by position, which every push looks up
-    more cheaply than sql()'s keywords. Only the push written again skipping existing jids looks
-    for the jids kept completed before its insert: the first finds them by the check after it."""
+def push_sql(jobs: str, conflict: str, answer: str, taken: str) -> str:
+    """job_push.sql for jobs without unique keys, as push_jobs sends it; cached by position,
+    which every push looks up more cheaply than sql()'s keywords. Only the push written again
+    skipping existing jids looks for the jids kept completed before its insert: the first finds
+    them by the check after it."""
     kept = "job_push.unkept" if conflict == "job_push.dedupe" else "job_push.any"
     tally = "job_push.each" if jobs == "job_push.one" else "job_push.all"
     return sql(
