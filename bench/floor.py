@@ -33,7 +33,6 @@ import orjson
 from bench.httpclient import Connection
 from bench.scenarios import Context, pct, timed
 from werk.db import queries
-from werk.db.queries import new_leases
 from werk.db.sql import sql
 from werk.domain.jids import new_jids
 
@@ -151,7 +150,9 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
     async def work(conn: asyncpg.Connection) -> int:
         done = 0
         # the leases drawn as the server draws them (werk.db.queries.fetch_jobs)
-        while rows := await conn.fetch(fetch, None, [QUEUE], ["floor"] * count, new_leases(count)):
+        while rows := await conn.fetch(
+            fetch, None, [QUEUE], ["floor"] * count, queries.new_leases(count)
+        ):
             # jid -> lease as JSON, one orjson call, as the server's codec writes it
             leases = orjson.dumps({r["jid"]: str(r["lease"]) for r in rows}).decode()
             await conn.fetch(ack, None, leases, False, 0, "{}", "{}")
