@@ -456,15 +456,17 @@ func (w *Worker) fetchLoop(jobsCtx context.Context, jobs *sync.WaitGroup) {
 				failures = 0
 				w.mu.Unlock()
 			}
-			// Jobs fetched are ours to run even when the worker is stopping meanwhile.
+			// Jobs fetched are ours to run even when the worker is stopping meanwhile. The fetch
+			// loop is woken before the handlers are started: the goroutine readied last runs
+			// next on this thread, and that should be a job's handler, not the next fetch.
 			w.mu.Lock()
+			w.requested -= count
+			w.fetches--
+			w.poke()
 			for i := range fetched {
 				w.startLocked(jobsCtx, jobs, &fetched[i])
 			}
-			w.requested -= count
-			w.fetches--
 			w.mu.Unlock()
-			w.poke()
 		}()
 	}
 	cancelFetches()

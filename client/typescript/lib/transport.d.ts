@@ -25,6 +25,7 @@ export declare class Pool {
     private readonly servername;
     /** Written after the request line of every request: Host and the caller's fixed headers. */
     private readonly fixedHead;
+    private readonly watchdog;
     constructor(url: string, headers: Record<string, string>);
     /**
      * One exchange: rejects on network errors (the request may or may not have been processed), with

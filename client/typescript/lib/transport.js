@@ -207,6 +207,45 @@ class Connection {
         return true;
     }
 }
+/**
+ * The timeouts of the exchanges in flight, kept by one timer armed for the earliest of them rather
+ * than a timer per exchange: arming and clearing a timer costs more than the rest of a small
+ * request's bookkeeping, and almost every exchange ends long before its timeout. The timer never
+ * keeps the process alive (a connection waiting for its answer does).
+ */
+class Watchdog {
+    deadlines = new Set();
+    timer;
+    armedFor = Infinity;
+    watch(deadline) {
+        this.deadlines.add(deadline);
+        if (deadline.at < this.armedFor)
+            this.arm(deadline.at);
+    }
+    forget(deadline) {
+        this.deadlines.delete(deadline);
+    }
+    arm(at) {
+        clearTimeout(this.timer);
+        this.armedFor = at;
+        this.timer = setTimeout(() => this.sweep(), Math.max(0, at - Date.now()));
+        this.timer.unref();
+    }
+    sweep() {
+        this.timer = undefined;
+        this.armedFor = Infinity;
+        const now = Date.now();
+        let next = Infinity;
+        for (const deadline of [...this.deadlines]) {
+            if (deadline.at <= now)
+                deadline.expire();
+            else
+                next = Math.min(next, deadline.at);
+        }
+        if (next < Infinity)
+            this.arm(next);
+    }
+}
 /** Keep-alive connections to one origin (`http:` or `https:`). */
 export class Pool {
     idle = [];
@@ -216,6 +255,7 @@ export class Pool {
     servername;
     /** Written after the request line of every request: Host and the caller's fixed headers. */
     fixedHead;
+    watchdog = new Watchdog();
     constructor(url, headers) {
         const parsed = new URL(url);
         this.secure = parsed.protocol === "https:";
@@ -250,7 +290,7 @@ export class Pool {
                 if (done)
                     return;
                 done = true;
-                clearTimeout(timer);
+                this.watchdog.forget(deadline);
                 signal?.removeEventListener("abort", onAbort);
                 if (answer !== undefined)
                     resolve(answer);
@@ -259,7 +299,11 @@ export class Pool {
                     reject(error);
                 }
             };
-            const timer = setTimeout(() => finish(new TimedOut(`no answer within ${timeoutMs} ms`)), timeoutMs);
+            const deadline = {
+                at: Date.now() + timeoutMs,
+                expire: () => finish(new TimedOut(`no answer within ${timeoutMs} ms`)),
+            };
+            this.watchdog.watch(deadline);
             const onAbort = () => finish(signal?.reason ?? new Error("aborted"));
             signal?.addEventListener("abort", onAbort, { once: true });
             connection.send(request, { resolve: (answer) => finish(undefined, answer), reject: (error) => finish(error) });

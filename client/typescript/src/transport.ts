@@ -215,6 +215,51 @@ class Connection {
   }
 }
 
+interface Deadline {
+  at: number; // Date.now() milliseconds
+  expire: () => void;
+}
+
+/**
+ * The timeouts of the exchanges in flight, kept by one timer armed for the earliest of them rather
+ * than a timer per exchange: arming and clearing a timer costs more than the rest of a small
+ * request's bookkeeping, and almost every exchange ends long before its timeout. The timer never
+ * keeps the process alive (a connection waiting for its answer does).
+ */
+class Watchdog {
+  private readonly deadlines = new Set<Deadline>();
+  private timer: NodeJS.Timeout | undefined;
+  private armedFor = Infinity;
+
+  watch(deadline: Deadline): void {
+    this.deadlines.add(deadline);
+    if (deadline.at < this.armedFor) this.arm(deadline.at);
+  }
+
+  forget(deadline: Deadline): void {
+    this.deadlines.delete(deadline);
+  }
+
+  private arm(at: number): void {
+    clearTimeout(this.timer);
+    this.armedFor = at;
+    this.timer = setTimeout(() => this.sweep(), Math.max(0, at - Date.now()));
+    this.timer.unref();
+  }
+
+  private sweep(): void {
+    this.timer = undefined;
+    this.armedFor = Infinity;
+    const now = Date.now();
+    let next = Infinity;
+    for (const deadline of [...this.deadlines]) {
+      if (deadline.at <= now) deadline.expire();
+      else next = Math.min(next, deadline.at);
+    }
+    if (next < Infinity) this.arm(next);
+  }
+}
+
 /** Keep-alive connections to one origin (`http:` or `https:`). */
 export class Pool {
   private readonly idle: Connection[] = [];
@@ -224,6 +269,7 @@ export class Pool {
   private readonly servername: string | undefined;
   /** Written after the request line of every request: Host and the caller's fixed headers. */
   private readonly fixedHead: string;
+  private readonly watchdog = new Watchdog();
 
   constructor(url: string, headers: Record<string, string>) {
     const parsed = new URL(url);
@@ -262,7 +308,7 @@ export class Pool {
       const finish = (error: unknown, answer?: Answer): void => {
         if (done) return;
         done = true;
-        clearTimeout(timer);
+        this.watchdog.forget(deadline);
         signal?.removeEventListener("abort", onAbort);
         if (answer !== undefined) resolve(answer);
         else {
@@ -270,7 +316,11 @@ export class Pool {
           reject(error);
         }
       };
-      const timer = setTimeout(() => finish(new TimedOut(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      const deadline: Deadline = {
+        at: Date.now() + timeoutMs,
+        expire: () => finish(new TimedOut(`no answer within ${timeoutMs} ms`)),
+      };
+      this.watchdog.watch(deadline);
       const onAbort = (): void => finish(signal?.reason ?? new Error("aborted"));
       signal?.addEventListener("abort", onAbort, { once: true });
       connection.send(request, { resolve: (answer) => finish(undefined, answer), reject: (error) => finish(error) });

@@ -108,4 +108,34 @@ describe("transport", () => {
       raw.close();
     }
   });
+
+  it("times out each of many exchanges at its own deadline, and none answered in time", async () => {
+    // Answers the requests whose path ends in /answer after 300 ms; the others never.
+    const raw = net.createServer((socket) => {
+      socket.once("data", (data) => {
+        if (!data.toString("latin1").split("\r\n", 1)[0]?.includes("/answer")) return;
+        setTimeout(() => socket.end("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"), 300);
+      });
+    });
+    const url = await listen(raw);
+    try {
+      const client = new Client({ url, retries: 0, timeoutMs: 150 });
+      const started = Date.now();
+      const ended = (p: Promise<unknown>): Promise<number> =>
+        p.then(() => -(Date.now() - started), () => Date.now() - started);
+      // A long poll of 1 s is given 1 s on top of the client's timeout: 1.15 s in all.
+      const [first, second, third, answered] = await Promise.all([
+        ended(client.info()),
+        ended(client.fetch({ queues: ["q"], wid: "w", wait: 1 })),
+        ended(client.info()),
+        ended(client.result("answer", { wait: 1 })),
+      ]);
+      assert.ok(first >= 140 && first < 400, `the first timed out after ${first} ms`);
+      assert.ok(third >= 140 && third < 400, `the third timed out after ${third} ms`);
+      assert.ok(second >= 1_140 && second < 1_400, `the long poll timed out after ${second} ms`);
+      assert.ok(answered < 0, `the answered request failed after ${answered} ms`);
+    } finally {
+      raw.close();
+    }
+  });
 });
