@@ -46,31 +46,21 @@ function takeAnswer(buf: Buffer, eof: boolean): { answer: Answer; keep: boolean;
       if (buf.length - start > MAX_HEAD) throw new ProtocolError("answer head too long");
       return 0;
     }
-    const head = buf.toString("latin1", start, end);
-    const lines = head.split("\r\n");
-    const statusLine = lines[0] ?? "";
-    const status = Number(statusLine.slice(9, 12));
-    if (!statusLine.startsWith("HTTP/1.") || !Number.isInteger(status) || status < 100) {
-      throw new ProtocolError(`not an HTTP/1.x answer: ${JSON.stringify(statusLine.slice(0, 40))}`);
+    // Header names are case-insensitive: the head is read lowercased, once, and the few fields
+    // the client needs are looked up in it.
+    const head = buf.toString("latin1", start, end).toLowerCase();
+    const status = Number(head.slice(9, 12));
+    if (!head.startsWith("http/1.") || !Number.isInteger(status) || status < 100) {
+      throw new ProtocolError(`not an HTTP/1.x answer: ${JSON.stringify(head.slice(0, 40))}`);
     }
-    let length = -1;
-    let chunked = false;
-    let close = statusLine.startsWith("HTTP/1.0");
-    let retryAfter: string | undefined;
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i] as string;
-      const colon = line.indexOf(":");
-      if (colon <= 0) continue;
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
-      if (name === "content-length") length = Number(value);
-      else if (name === "transfer-encoding") chunked = value.toLowerCase().includes("chunked");
-      else if (name === "connection") {
-        const v = value.toLowerCase();
-        if (v.includes("close")) close = true;
-        else if (v.includes("keep-alive")) close = false;
-      } else if (name === "retry-after") retryAfter = value;
-    }
+    const lengthField = field(head, "content-length");
+    const length = lengthField === undefined ? -1 : Number(lengthField);
+    const chunked = field(head, "transfer-encoding")?.includes("chunked") ?? false;
+    const connection = field(head, "connection");
+    let close = head.startsWith("http/1.0");
+    if (connection?.includes("close")) close = true;
+    else if (connection?.includes("keep-alive")) close = false;
+    const retryAfter = field(head, "retry-after");
     const bodyStart = end + 4;
     if (status < 200) {
       start = bodyStart; // interim answers carry no body
@@ -99,6 +89,15 @@ function takeAnswer(buf: Buffer, eof: boolean): { answer: Answer; keep: boolean;
     }
     return { answer: { status, text, retryAfter }, keep, used };
   }
+}
+
+/** The value of header `name` in the lowercased answer head `head` (its last line of that name). */
+function field(head: string, name: string): string | undefined {
+  const at = head.lastIndexOf(`\r\n${name}:`);
+  if (at < 0) return undefined;
+  const from = at + name.length + 3;
+  const to = head.indexOf("\r\n", from);
+  return head.slice(from, to < 0 ? undefined : to).trim();
 }
 
 /** A complete chunked body starting at `pos`, and where it ends; undefined while incomplete. */
