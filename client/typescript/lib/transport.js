@@ -222,13 +222,13 @@ class Watchdog {
     arm(at) {
         clearTimeout(this.timer);
         this.armedFor = at;
-        this.timer = setTimeout(() => this.sweep(), Math.max(0, at - Date.now()));
+        this.timer = setTimeout(() => this.sweep(), Math.max(0, at - performance.now()));
         this.timer.unref();
     }
     sweep() {
         this.timer = undefined;
         this.armedFor = Infinity;
-        const now = Date.now();
+        const now = performance.now();
         let next = Infinity;
         for (const deadline of [...this.deadlines]) {
             if (deadline.at <= now)
@@ -294,7 +294,7 @@ export class Pool {
                 }
             };
             const deadline = {
-                at: Date.now() + timeoutMs,
+                at: performance.now() + timeoutMs,
                 expire: () => finish(new TimedOut(`no answer within ${timeoutMs} ms`)),
             };
             this.watchdog.watch(deadline);

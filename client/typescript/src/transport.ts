@@ -215,7 +215,7 @@ class Connection {
 }
 
 interface Deadline {
-  at: number; // Date.now() milliseconds
+  at: number; // performance.now() milliseconds: a clock that never jumps
   expire: () => void;
 }
 
@@ -242,14 +242,14 @@ class Watchdog {
   private arm(at: number): void {
     clearTimeout(this.timer);
     this.armedFor = at;
-    this.timer = setTimeout(() => this.sweep(), Math.max(0, at - Date.now()));
+    this.timer = setTimeout(() => this.sweep(), Math.max(0, at - performance.now()));
     this.timer.unref();
   }
 
   private sweep(): void {
     this.timer = undefined;
     this.armedFor = Infinity;
-    const now = Date.now();
+    const now = performance.now();
     let next = Infinity;
     for (const deadline of [...this.deadlines]) {
       if (deadline.at <= now) deadline.expire();
@@ -316,7 +316,7 @@ export class Pool {
         }
       };
       const deadline: Deadline = {
-        at: Date.now() + timeoutMs,
+        at: performance.now() + timeoutMs,
         expire: () => finish(new TimedOut(`no answer within ${timeoutMs} ms`)),
       };
       this.watchdog.watch(deadline);
