@@ -251,7 +251,7 @@ class Watchdog {
     this.armedFor = Infinity;
     const now = performance.now();
     let next = Infinity;
-    for (const deadline of [...this.deadlines]) {
+    for (const deadline of this.deadlines) {
       if (deadline.at <= now) deadline.expire();
       else next = Math.min(next, deadline.at);
     }
