@@ -145,7 +145,7 @@ async def push_batches(ctx: Context, *, lean: bool, batch: int = 1000) -> dict[s
 async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[str, Any]:
     """job_fetch.sql claiming ``count`` then job_ack.sql acking them, on two connections, over
     ``ctx.jobs`` jobs seeded beforehand."""
-    fetch, ack = sql("job_fetch"), sql("job_ack")
+    fetch, ack = sql("job_fetch"), queries.ack_sql(keeping=False)
 
     async def work(conn: asyncpg.Connection) -> int:
         done = 0
@@ -155,7 +155,7 @@ async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[s
         ):
             # jid -> lease as JSON, one orjson call, as the server's codec writes it
             leases = orjson.dumps({r["jid"]: str(r["lease"]) for r in rows}).decode()
-            await conn.fetch(ack, None, leases, False, 0, "{}", "{}")
+            await conn.fetch(ack, None, leases, False, 0, "{}")
             done += len(rows)
         return done
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from bench.target import claim_database
-from werk.db.queries import new_leases
+from werk.db.queries import ack_sql, new_leases
 from werk.db.sql import sql
 
 DATABASE = "werk_pg_profile"
@@ -48,7 +48,7 @@ async def _run(dsn: str, jobs: int, out: Path) -> float:
     try:
         backend = await conn.fetchval("SELECT pg_backend_pid()")
         claim = await conn.prepare(sql("job_fetch"))
-        ack = await conn.prepare(sql("job_ack"))
+        ack = await conn.prepare(ack_sql(keeping=False))
         wids = ["bench"] * PER_STATEMENT
         perf = subprocess.Popen(
             ["perf", "record", "-F", "2000", "-g", "-p", str(backend), "-o", str(out)],
@@ -59,7 +59,7 @@ async def _run(dsn: str, jobs: int, out: Path) -> float:
         started, done = time.perf_counter(), 0
         while rows := await claim.fetch(None, ["q"], wids, new_leases(PER_STATEMENT)):
             leases = {r["jid"]: r["lease"] for r in rows}
-            done += len(await ack.fetchval(None, leases, False, 0, {}, {}))
+            done += len(await ack.fetchval(None, leases, False, 0, {}))
         rate = done / (time.perf_counter() - started)
         perf.send_signal(signal.SIGINT)
         perf.wait()

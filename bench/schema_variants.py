@@ -41,7 +41,7 @@ import asyncpg
 from bench.target import SEED_COMPLETED_SQL, fresh_database
 from werk.db.migrate import available_migrations
 from werk.db.pool import connect
-from werk.db.queries import fail_job, new_leases, push_jobs
+from werk.db.queries import ack_jobs, fail_job, new_leases, push_jobs
 from werk.db.sql import sql
 from werk.domain.job import NewJob
 
@@ -124,13 +124,14 @@ class Side:
         self.spent = dict.fromkeys(STEPS, 0)
         self.jobs = dict.fromkeys(STEPS, 0)
         self.claim = await self.conn.prepare(sql("job_fetch"))
-        ack = await self.conn.prepare(sql("job_ack"))
         for _ in range(statements):
             for step, keep in (("ack", None), ("ack-kept", 3600)):
                 leases = await self._push_claim(PER_STATEMENT, jids, words, keep)
                 results = {jid: {"status": "ok"} for jid in leases} if keep else {}
                 t0 = _cpu_ns(self.backend)
-                done = await ack.fetchval(None, leases, False, 0, {}, results)
+                done, _ = await ack_jobs(
+                    self.conn, None, leases, keep_completed=False, results=results
+                )
                 self.spent[step] += _cpu_ns(self.backend) - t0
                 self.jobs[step] += PER_STATEMENT
                 if len(done) != PER_STATEMENT:

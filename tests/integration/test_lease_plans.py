@@ -25,15 +25,19 @@ from werk.db.sql import sql
 
 LEASE = "0b4f1a8e-9a3a-4a5e-8c1d-6f2b3c4d5e6f"
 
+ACK = f"NULL, '{{\"inflight-1\": \"{LEASE}\"}}', false, 0, '{{}}'"
+# name: (statement as werk.db.queries composes it, its arguments)
 STATEMENTS = {
-    "job_ack": f"NULL, '{{\"inflight-1\": \"{LEASE}\"}}', false, 0, '{{}}', '{{}}'",
-    "job_extend": f"NULL, 'inflight-1', '{LEASE}', NULL, NULL, false",
-    "job_fail": f"NULL, 'inflight-1', '{LEASE}', 'E', 'm', '{{}}', NULL, false, 0, NULL, "
-    "'9999-12-31 23:59:59.999999+00'",
-    "job_unclaim": f"'{{inflight-1}}', '{{{LEASE}}}', true",
+    "job_ack deleted": (sql("job_ack", settles="job_ack.deleted"), ACK),
+    "job_ack any": (sql("job_ack", settles="job_ack.any"), f"{ACK}, '{{}}'"),
+    "job_extend": (sql("job_extend"), f"NULL, 'inflight-1', '{LEASE}', NULL, NULL, false"),
+    "job_fail": (
+        sql("job_fail", discarded="job_discard", noted="job_failed_noted"),
+        f"NULL, 'inflight-1', '{LEASE}', 'E', 'm', '{{}}', NULL, false, 0, NULL, "
+        "'9999-12-31 23:59:59.999999+00'",
+    ),
+    "job_unclaim": (sql("job_unclaim"), f"'{{inflight-1}}', '{{{LEASE}}}', true"),
 }
-# The parts a statement is composed with (as werk.db.queries does).
-PARTS = {"job_fail": {"discarded": "job_discard", "noted": "job_failed_noted"}}
 
 # name: (jobs when the statistics are taken, VACUUM of an emptied table (None: not emptied),
 #        jobs in the burst afterwards, twelfths of them claimed)
@@ -81,10 +85,11 @@ async def misleading_statistics(
 async def test_a_lease_statement_finds_its_job_by_the_primary_key(
     misleading_statistics: asyncpg.Connection, name: str, plan_mode: str
 ) -> None:
+    statement, args = STATEMENTS[name]
     plan = await explain(
         misleading_statistics,
-        sql(name, **PARTS.get(name, {})),
-        STATEMENTS[name],
+        statement,
+        args,
         plan_mode=plan_mode,
         analyze=True,
     )

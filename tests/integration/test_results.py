@@ -90,6 +90,46 @@ async def test_a_batch_ack_stores_each_items_result(api):
     assert (await result(api, jobs[2]["jid"])).json()["result"] is None
 
 
+async def test_one_batch_ack_completes_jobs_deleted_kept_and_depended_on(api, database_url):
+    """The jobs deleted at ack and those kept (with a result, or for their dependents) are
+    written by different statements; one batch holding every kind, and a lease not current,
+    is answered as one."""
+    for job in (
+        {"jid": "mix-plain"},
+        {"jid": "mix-kept", "keep_result_for": 60},
+        {"jid": "mix-parent"},
+        {"jid": "mix-stale"},
+        {"jid": "mix-child", "depends_on": ["mix-parent"]},
+        {"jid": "mix-last"},
+    ):
+        await push(api, **job)
+    r = await api.http.post("/v1/fetch", json={"queues": ["default"], "wid": "w", "count": 4})
+    jobs = {j["jid"]: j for j in r.json()["jobs"]}
+    assert sorted(jobs) == ["mix-kept", "mix-parent", "mix-plain", "mix-stale"]
+    acks = [
+        {"jid": jid, "lease": jobs[jid]["lease"], "result": jid}
+        for jid in ("mix-plain", "mix-kept", "mix-parent")
+    ]
+    acks.append({"jid": "mix-stale", "lease": "0b4f1a8e-9a3a-4a5e-8c1d-6f2b3c4d5e6f"})
+    r = await api.http.post("/v1/ack", json={"acks": acks})
+    assert r.status_code == 200, r.text
+    assert sorted(r.json()["acked"]) == ["mix-kept", "mix-parent", "mix-plain"]
+    assert r.json()["lease_lost"] == ["mix-stale"]
+    assert (await api.http.get("/v1/jobs/mix-plain")).status_code == 404
+    assert (await result(api, "mix-kept")).json()["result"] == "mix-kept"
+    assert (await api.http.get("/v1/jobs/mix-stale")).json()["state"] == "active"
+    r = await api.http.post("/v1/fetch", json={"queues": ["default"], "wid": "w", "count": 2})
+    jobs = {j["jid"]: j for j in r.json()["jobs"]}
+    assert sorted(jobs) == ["mix-child", "mix-last"]
+    (dep,) = jobs["mix-child"]["dependencies"]
+    assert dep["outcome"] == "completed" and dep["result"] == "mix-parent"
+    acks = [{"jid": j["jid"], "lease": j["lease"]} for j in jobs.values()]
+    r = await api.http.post("/v1/ack", json={"acks": acks})
+    assert sorted(r.json()["acked"]) == ["mix-child", "mix-last"]
+    assert await sql(database_url, "SELECT count(*) FROM werk_job_deps") == [(0,)]
+    assert await sql(database_url, "SELECT sum(processed) FROM werk_counters") == [(5,)]
+
+
 async def test_completed_retention_keeps_every_job_and_stores_results(make_api):
     api = await make_api(completed_retention=30)
     await push(api, jid="result-retained-1")

@@ -202,11 +202,30 @@ async def ack_jobs(
     ``by_worker`` held by the worker given (Faktory's ACK names no lease), storing the result
     ``results`` maps its jid to on the jobs kept. Returns the jids completed and those of them
     kept as completed jobs. A jid is named once: a caller with two leases for one job sends two
-    statements."""
+    statements.
+
+    The jobs deleted at ack are completed first (job_ack.sql's part deleted); the others named,
+    if any, are written again with part any, which keeps them."""
     # The mappings go to jsonb parameters: the pool's codec writes each with one orjson call.
-    args = (now, leases, keep_completed, _shard(), by_worker or {}, results or None)
-    row: Any = await db.fetchrow(sql("job_ack"), *args)
-    return set(row["done"]), set(row["kept"])
+    by_worker = by_worker or {}
+    done: set[str] = set()
+    if not keep_completed:
+        row: Any = await db.fetchrow(
+            ack_sql(keeping=False), now, leases, False, _shard(), by_worker
+        )
+        done = set(row["done"])
+        if len(done) == len(leases) + len(by_worker):
+            return done, set()
+        leases = {jid: lease for jid, lease in leases.items() if jid not in done}
+        by_worker = {jid: wid for jid, wid in by_worker.items() if jid not in done}
+    args = (now, leases, keep_completed, _shard(), by_worker, results or None)
+    row = await db.fetchrow(ack_sql(keeping=True), *args)
+    return done | set(row["done"]), set(row["kept"])
+
+
+def ack_sql(*, keeping: bool) -> str:
+    """job_ack.sql completing only the jobs deleted at ack, or (``keeping``) any job."""
+    return sql("job_ack", settles="job_ack.any" if keeping else "job_ack.deleted")
 
 
 async def fail_job(

@@ -7,8 +7,13 @@
 -- keep_result_for (pruning adds WERK_COMPLETED_RETENTION). A job other jobs depend on is kept
 -- too, so that its settling (noted in werk_job_changes, 0016_note_settlings.sql) sees it
 -- completed, with its result, not deleted; a deleted job with dependencies is noted there so
--- that its edges go with it. Returns two JSON arrays (each decoded
--- in one call): the jids completed, and those of them kept.
+-- that its edges go with it. Returns two JSON arrays (each decoded in one call): the jids
+-- completed, and those of them kept.
+-- Two parts (settles): deleted, which completes only the jobs deleted at ack, and any, which
+-- completes every job. A statement that may insert into werk_completed_jobs opens that table and
+-- its indexes each time it runs, kept job or not; so acks are written with part deleted first,
+-- and only the jobs it did not complete (kept ones, or leases no longer current) are written
+-- again with part any.
 -- The jobs are found by their keys alone and each is compared with its own item, never joined to
 -- a list of items: the planner sizes a join by werk_jobs's statistics, and with statistics taken
 -- while every job waited (or before VACUUM emptied the table) it estimates one job in flight and
@@ -31,9 +36,34 @@ deleted AS (
       AND j.keep_result_for IS NULL AND j.dependents IS NULL
     RETURNING j.jid, j.queue, j.dependencies
 ),
--- Looked for only when the deletion did not take every job named (the count is evaluated once,
--- before the scan): acks of jobs deleted at ack, the usual case, pay no second lookup. A kept
--- job moves to werk_completed_jobs (0017_completed_jobs_table.sql).
+/*settles*/
+counted AS (
+    INSERT INTO werk_counters AS k (day, queue, shard, processed)
+    SELECT (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date, d.queue,
+           $4::smallint, count(*)
+    FROM done d
+    GROUP BY 2
+    ON CONFLICT (day, queue, shard) DO UPDATE SET processed = k.processed + excluded.processed
+)
+SELECT coalesce(json_agg(jid), '[]') AS done,
+       coalesce(json_agg(jid) FILTER (WHERE kept), '[]') AS kept
+FROM done
+
+-- part deleted: no job is kept.
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch, result,
+                                  finished_at)
+    SELECT jid, 'active'::werk_job_state, NULL::werk_job_state, NULL::boolean, dependencies,
+           NULL::text, NULL::jsonb, NULL::timestamptz
+    FROM deleted WHERE dependencies
+),
+done AS (
+    SELECT jid, queue, false AS kept FROM deleted
+),
+
+-- part any: a job may be kept. The jobs kept are looked for only when the deletion did not take
+-- every job named (the count is evaluated once, before the scan). A kept job moves to
+-- werk_completed_jobs (0017_completed_jobs_table.sql).
 moved AS (
     DELETE FROM werk_jobs j
     WHERE (SELECT count(*) FROM deleted) < (SELECT cardinality(jids) FROM named)
@@ -74,14 +104,3 @@ noted AS (
 done AS (
     SELECT jid, queue, false AS kept FROM deleted UNION ALL SELECT jid, queue, true FROM kept
 ),
-counted AS (
-    INSERT INTO werk_counters AS k (day, queue, shard, processed)
-    SELECT (coalesce($1::timestamptz, now()) AT TIME ZONE 'UTC')::date, d.queue,
-           $4::smallint, count(*)
-    FROM done d
-    GROUP BY 2
-    ON CONFLICT (day, queue, shard) DO UPDATE SET processed = k.processed + excluded.processed
-)
-SELECT coalesce(json_agg(jid), '[]') AS done,
-       coalesce(json_agg(jid) FILTER (WHERE kept), '[]') AS kept
-FROM done
