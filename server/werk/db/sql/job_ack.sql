@@ -36,6 +36,13 @@ deleted AS (
       AND j.keep_result_for IS NULL AND j.dependents IS NULL
     RETURNING j.jid, j.queue, j.dependencies
 ),
+noted AS (
+    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch, result,
+                                  finished_at)
+    SELECT jid, 'active'::werk_job_state, NULL::werk_job_state, NULL::boolean, dependencies,
+           NULL::text, NULL::jsonb, NULL::timestamptz
+    FROM deleted WHERE dependencies
+),
 /*settles*/
 counted AS (
     INSERT INTO werk_counters AS k (day, queue, shard, processed)
@@ -50,13 +57,6 @@ SELECT coalesce(json_agg(jid), '[]') AS done,
 FROM done
 
 -- part deleted: no job is kept.
-noted AS (
-    INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch, result,
-                                  finished_at)
-    SELECT jid, 'active'::werk_job_state, NULL::werk_job_state, NULL::boolean, dependencies,
-           NULL::text, NULL::jsonb, NULL::timestamptz
-    FROM deleted WHERE dependencies
-),
 done AS (
     SELECT jid, queue, false AS kept FROM deleted
 ),
@@ -91,13 +91,9 @@ kept AS (
     FROM moved m
     RETURNING jid, queue, dependents, dependencies, batch, result, finished_at
 ),
-noted AS (
+noted_kept AS (
     INSERT INTO werk_job_changes (jid, before, after, dependents, dependencies, batch, result,
                                   finished_at)
-    SELECT jid, 'active'::werk_job_state, NULL::werk_job_state, NULL::boolean, dependencies,
-           NULL::text, NULL::jsonb, NULL::timestamptz
-    FROM deleted WHERE dependencies
-    UNION ALL
     SELECT jid, 'active', 'completed', dependents, dependencies, batch, result, finished_at
     FROM kept WHERE dependents OR dependencies
 ),
