@@ -746,7 +746,7 @@ def _parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=peers_harness.NAMES,
         default=peers_harness.NAMES,
-        help="peers: which of them (werk-ts and werk-go are Werk's own clients)",
+        help="peers: which of them (werk-py, werk-ts and werk-go are Werk's own clients)",
     )
     r.add_argument(
         "--setup-sql",

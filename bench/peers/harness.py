@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -53,7 +54,7 @@ class Peer:
 
 
 def _werk(name: str) -> Peer:
-    """Werk through one of its clients (both take the same worker settings)."""
+    """Werk through one of its clients (all take the same worker settings)."""
     return Peer(
         name,
         work={"concurrency": 1000, "fetchBatch": 100},
@@ -64,6 +65,7 @@ def _werk(name: str) -> Peer:
 
 
 PEERS = [
+    _werk("werk-py"),
     _werk("werk-ts"),
     _werk("werk-go"),
     Peer(
@@ -121,6 +123,8 @@ def _command(peer: Peer, ctx: Context) -> list[str]:
     arg = json.dumps(options)
     if peer.name == "werk-go":
         return [toolchains.go_driver(), arg]
+    if peer.name == "werk-py":
+        return [sys.executable, str(toolchains.HERE / "werk_driver.py"), arg]
     if peer.name == "pgqueuer":
         return [toolchains.pgqueuer_python(), str(toolchains.HERE / "pgqueuer_driver.py"), arg]
     node = toolchains.node()

@@ -1,4 +1,4 @@
-"""bench's peers scenario with tiny sizes: every driver (Werk's TypeScript and Go clients,
+"""bench's peers scenario with tiny sizes: every driver (Werk's Python, TypeScript and Go clients,
 PgQueuer, pg-boss, Graphile Worker) installs, runs all five rows through its own library and
 leaves no job undone, so the comparison harness cannot rot unnoticed. It needs node, npm and go
 (CI installs go; node is on its machines) and the package registries for the pinned peers; a
