@@ -121,9 +121,9 @@ func TestMiddlewareHooksRetryInNoRetry(t *testing.T) {
 	record := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
 	w.Use(func(next Handler) Handler {
 		return func(ctx context.Context, job *Job) error {
-			record("outer-before " + job.JobType)
+			record("outer-before " + job.JID)
 			err := next(ctx, job)
-			record("outer-after " + job.JobType)
+			record("outer-after " + job.JID)
 			return err
 		}
 	}, func(next Handler) Handler {
@@ -131,18 +131,18 @@ func TestMiddlewareHooksRetryInNoRetry(t *testing.T) {
 			if len(job.Args) > 0 && job.Args[0] == "veto" {
 				return errors.New("vetoed by middleware")
 			}
-			record("inner")
+			record("inner " + job.JID)
 			return next(ctx, job)
 		}
 	})
 	w.OnStartup(func(context.Context) error { record("startup"); return nil })
 	w.OnShutdown(func(context.Context) error { record("shutdown"); return nil })
-	w.Register("echo", func(ctx context.Context, job *Job) error { record("handler"); return nil })
+	w.Register("echo", func(ctx context.Context, job *Job) error { record("handler " + job.JID); return nil })
 	w.Register("later", func(ctx context.Context, job *Job) error {
 		return &RetryInError{Delay: time.Hour, Type: "RateLimited", Message: "rate limited"}
 	})
 	w.Register("never", func(ctx context.Context, job *Job) error { return NoRetry(errors.New("bad input")) })
-	_, _ = c.Push(ctx, JobSpec{JobType: "echo", Queue: queue})
+	echo, _ := c.Push(ctx, JobSpec{JobType: "echo", Queue: queue})
 	vetoed, _ := c.Push(ctx, JobSpec{JobType: "echo", Args: []any{"veto"}, Queue: queue, Retry: Int(1)})
 	later, _ := c.Push(ctx, JobSpec{JobType: "later", Queue: queue})
 	never, _ := c.Push(ctx, JobSpec{JobType: "never", Queue: queue})
@@ -167,8 +167,14 @@ func TestMiddlewareHooksRetryInNoRetry(t *testing.T) {
 	if events[0] != "startup" || events[len(events)-1] != "shutdown" {
 		t.Fatalf("hooks: %v", events)
 	}
-	joined := strings.Join(events, "|")
-	if !strings.Contains(joined, "outer-before echo|inner|handler|outer-after echo") {
+	// Jobs run concurrently: the order is checked among the events of the one job that ran.
+	var ran []string
+	for _, e := range events {
+		if strings.HasSuffix(e, " "+echo.JID) {
+			ran = append(ran, strings.TrimSuffix(e, " "+echo.JID))
+		}
+	}
+	if strings.Join(ran, "|") != "outer-before|inner|handler|outer-after" {
 		t.Fatalf("middleware order: %v", events)
 	}
 }
