@@ -44,6 +44,29 @@ async def test_fetch_leases_the_job(api):
     assert await fetch(api) == []  # leased jobs are not handed out again
 
 
+async def test_a_fetched_job_carries_what_its_attempt_needs(api):
+    """The fetch answer leaves out what an active job cannot have (a result, a completion) and
+    gives the job's retention, expiry and unique lock only when it has them; a read of the job
+    shows them all."""
+    plain = await push(api, queue="shown")
+    kept = await push(
+        api, queue="shown", keep_result_for=60, expires_in=600, unique={"key": "fetched-k"}
+    )
+    by_jid = {j["jid"]: j for j in await fetch(api, queues=("shown",))}
+    assert set(by_jid) == {plain["jid"], kept["jid"]}
+    absent = {"result", "completed_at", "dependents", "keep_result_for", "expires_at", "unique"}
+    assert not absent & set(by_jid[plain["jid"]])
+    got = by_jid[kept["jid"]]
+    assert not {"result", "completed_at", "dependents"} & set(got)
+    assert got["keep_result_for"] == 60 and got["expires_at"] == kept["expires_at"]
+    assert got["unique"]["key"] == "fetched-k" and got["unique"] == kept["unique"]
+    assert got["lease"] and got["state"] == "active"
+    read = (await api.http.get(f"/v1/jobs/{plain['jid']}")).json()
+    assert read["keep_result_for"] == 0 and read["result"] is None
+    assert read["completed_at"] is None and read["expires_at"] is None and read["unique"] is None
+    assert "lease" not in read
+
+
 async def test_every_attempt_gets_a_lease_of_its_own(api):
     """Leases are cut from random bytes drawn once per claim statement: every job of six
     concurrent fetches (which may share statements), and a second attempt, gets its own."""

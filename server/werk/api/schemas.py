@@ -108,7 +108,9 @@ class Dependent(BaseModel):
     on_failure: rules.DependencyPolicy
 
 
-class Job(BaseModel):
+class JobAttempt(BaseModel):
+    """What every view of a job shows: the job as pushed and its current attempt."""
+
     jid: str
     jobtype: str
     args: list[Any]
@@ -127,29 +129,34 @@ class Job(BaseModel):
     failure: Failure | None
     lease_expires_at: datetime | None
     wid: str | None
-    keep_result_for: int = Field(
-        description="Seconds the job stays readable as completed after its ack (0: deleted at "
-        "ack unless the server keeps every completed job)."
-    )
-    result: Any = Field(description="What the ack stored (null: nothing, or not completed).")
-    completed_at: datetime | None = Field(description="When it was acked (completed jobs only).")
-    expires_at: datetime | None = Field(
-        description="Never run after this; a job not started by then becomes `expired`."
-    )
-    unique: UniqueShown | None = Field(
-        description="The unique lock the job was pushed with (null: none)."
-    )
     dependencies: list[Dependency] | None = Field(
         None,
         description="A job pushed with `depends_on`, as fetched or read alone: its "
         "dependencies, each with its outcome and result (absent otherwise).",
+    )
+    batch: str | None = Field(None, description="The batch the job is a member of (absent: none).")
+
+
+_KEEP_RESULT_FOR = (
+    "Seconds the job stays readable as completed after its ack (0: deleted at ack unless the "
+    "server keeps every completed job)."
+)
+_EXPIRES_AT = "Never run after this; a job not started by then becomes `expired`."
+
+
+class Job(JobAttempt):
+    keep_result_for: int = Field(description=_KEEP_RESULT_FOR)
+    result: Any = Field(description="What the ack stored (null: nothing, or not completed).")
+    completed_at: datetime | None = Field(description="When it was acked (completed jobs only).")
+    expires_at: datetime | None = Field(description=_EXPIRES_AT)
+    unique: UniqueShown | None = Field(
+        description="The unique lock the job was pushed with (null: none)."
     )
     dependents: list[Dependent] | None = Field(
         None,
         description="A job others depend on, read alone: those jobs (the first 1,000; absent "
         "otherwise).",
     )
-    batch: str | None = Field(None, description="The batch the job is a member of (absent: none).")
 
 
 class JobResult(BaseModel):
@@ -166,11 +173,18 @@ class JobResult(BaseModel):
     failure: Failure | None = Field(description="The last failure (a dead job's says why).")
 
 
-class FetchedJob(Job):
-    """A job as its fetch hands it over: only here is the lease given, to the worker that holds
-    it (it is the holder's secret; no read of the job shows it)."""
+class FetchedJob(JobAttempt):
+    """A job as its fetch hands it over: what the attempt needs. Only here is the lease given, to
+    the worker that holds it (it is the holder's secret; no read of the job shows it). The job's
+    retention, expiry and unique lock are given only when it has them; an active job has no
+    result (`GET /v1/jobs/{jid}` shows the whole job)."""
 
     lease: str = Field(description="Sent with ack, fail and extend of this attempt.")
+    keep_result_for: int = Field(0, description=f"{_KEEP_RESULT_FOR} Absent: 0.")
+    expires_at: datetime | None = Field(None, description=f"{_EXPIRES_AT} Absent: none.")
+    unique: UniqueShown | None = Field(
+        None, description="The unique lock the job was pushed with (absent: none)."
+    )
 
 
 class PushedJob(Job):

@@ -50,11 +50,9 @@ def result_view(r: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
-    """The job as the API shows it; with its dependencies and dependents when the row carries
-    them (``dependency_edges``, ``dependent_edges``: a fetch and a read of one job add them)."""
-    failure = failure_view(r)
-    view = {
+def _attempt_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """What every view of a job shows: the job as pushed and its current attempt."""
+    return {
         "jid": r["jid"],
         "jobtype": r["jobtype"],
         "args": r["args"],
@@ -70,15 +68,15 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "enqueued_at": r["enqueued_at"],
         "attempt": r["attempt"],
         "progress": r["progress"],
-        "failure": failure,
+        "failure": failure_view(r),
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
-        "keep_result_for": r["keep_result_for"] or 0,
-        "result": r["result"],
-        "completed_at": _completed_at(r),
-        "expires_at": r["expires_at"],
-        "unique": r["unique_spec"],
     }
+
+
+def _with_relations(view: dict[str, Any], r: Mapping[str, Any]) -> dict[str, Any]:
+    """``view`` with the job's batch, and its dependencies and dependents when the row carries
+    them (``dependency_edges``, ``dependent_edges``: a fetch and a read of one job add them)."""
     if r.get("batch") is not None:
         view["batch"] = r["batch"]
     if r["dependencies"] and (edges := r.get("dependency_edges")) is not None:
@@ -89,6 +87,17 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
             for d in dependents
         ]
     return view
+
+
+def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The job as the API shows it."""
+    view = _attempt_view(r)
+    view["keep_result_for"] = r["keep_result_for"] or 0
+    view["result"] = r["result"]
+    view["completed_at"] = _completed_at(r)
+    view["expires_at"] = r["expires_at"]
+    view["unique"] = r["unique_spec"]
+    return _with_relations(view, r)
 
 
 def dependency_view(e: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,11 +113,20 @@ def dependency_view(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def fetched_view(r: Mapping[str, Any]) -> dict[str, Any]:
-    """``job_view`` with the lease: only the fetch answer, to the worker that now holds it, shows
-    a lease (with it anyone could settle the job)."""
-    view = job_view(r)
+    """The job as its fetch hands it to a worker: what the attempt needs, with the lease (only
+    the fetch answer, to the worker that now holds it, shows a lease: with it anyone could settle
+    the job). It carries the job's retention, expiry and unique lock only when it has them, and
+    no result (an active job has none): a worker fetches many jobs at a time, and every key of
+    every job costs the server and the worker alike."""
+    view = _attempt_view(r)
     view["lease"] = r["lease"]
-    return view
+    if r["keep_result_for"]:
+        view["keep_result_for"] = r["keep_result_for"]
+    if r["expires_at"] is not None:
+        view["expires_at"] = r["expires_at"]
+    if r["unique_spec"] is not None:
+        view["unique"] = r["unique_spec"]
+    return _with_relations(view, r)
 
 
 def pushed_view(result: PushResult) -> dict[str, Any]:
