@@ -1160,8 +1160,10 @@ export interface components {
         };
         /**
          * FetchedJob
-         * @description A job as its fetch hands it over: only here is the lease given, to the worker that holds
-         *     it (it is the holder's secret; no read of the job shows it).
+         * @description A job as its fetch hands it over: what the attempt needs. Only here is the lease given, to
+         *     the worker that holds it (it is the holder's secret; no read of the job shows it). The job's
+         *     retention, expiry and unique lock are given only when it has them; an active job has no
+         *     result (`GET /v1/jobs/{jid}` shows the whole job).
          */
         FetchedJob: {
             /** Args */
@@ -1178,11 +1180,6 @@ export interface components {
              */
             batch?: string | null;
             /**
-             * Completed At
-             * @description When it was acked (completed jobs only).
-             */
-            completed_at: string | null;
-            /**
              * Created At
              * Format: date-time
              */
@@ -1196,18 +1193,13 @@ export interface components {
              * @description A job pushed with `depends_on`, as fetched or read alone: its dependencies, each with its outcome and result (absent otherwise).
              */
             dependencies?: components["schemas"]["Dependency"][] | null;
-            /**
-             * Dependents
-             * @description A job others depend on, read alone: those jobs (the first 1,000; absent otherwise).
-             */
-            dependents?: components["schemas"]["Dependent"][] | null;
             /** Enqueued At */
             enqueued_at: string | null;
             /**
              * Expires At
-             * @description Never run after this; a job not started by then becomes `expired`.
+             * @description Never run after this; a job not started by then becomes `expired`. Absent: none.
              */
-            expires_at: string | null;
+            expires_at?: string | null;
             failure: components["schemas"]["Failure"] | null;
             /** Jid */
             jid: string;
@@ -1215,9 +1207,10 @@ export interface components {
             jobtype: string;
             /**
              * Keep Result For
-             * @description Seconds the job stays readable as completed after its ack (0: deleted at ack unless the server keeps every completed job).
+             * @description Seconds the job stays readable as completed after its ack (0: deleted at ack unless the server keeps every completed job). Absent: 0.
+             * @default 0
              */
-            keep_result_for: number;
+            keep_result_for?: number;
             /**
              * Lease
              * @description Sent with ack, fail and extend of this attempt.
@@ -1236,16 +1229,11 @@ export interface components {
             queue: string;
             /** Reserve For */
             reserve_for: number;
-            /**
-             * Result
-             * @description What the ack stored (null: nothing, or not completed).
-             */
-            result: unknown;
             /** Retry */
             retry: number;
             state: components["schemas"]["JobState"];
-            /** @description The unique lock the job was pushed with (null: none). */
-            unique: components["schemas"]["UniqueShown"] | null;
+            /** @description The unique lock the job was pushed with (absent: none). */
+            unique?: components["schemas"]["UniqueShown"] | null;
             /** Wid */
             wid: string | null;
         };
