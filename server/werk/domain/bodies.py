@@ -413,19 +413,22 @@ class CallbackJob(Body, kw_only=True):
 
     def new_job(self, jid: str) -> rules.NewJob:
         """The job as it is written: its jid decided, its JSON encoded."""
+        return self._written(jid, None, None, None, None)
+
+    def _written(
+        self,
+        jid: str,
+        at: datetime | None,
+        expires_at: datetime | None,
+        expires_in: float | None,
+        batch: str | None,
+    ) -> rules.NewJob:
+        # Positional: it runs for every job of every push.
         return rules.NewJob(
-            jid=jid,
-            jobtype=self.jobtype,
-            queue=self.queue,
-            args=orjson.dumps(self.args).decode(),
-            priority=self.priority,
-            reserve_for=self.reserve_for,
-            retry=self.retry,
-            backtrace=self.backtrace,
-            custom=orjson.dumps(self.custom).decode(),
-            at=None,
-            keep_result_for=self.keep_result_for or None,
-        )
+            jid, self.jobtype, self.queue, orjson.dumps(self.args).decode(), self.priority,
+            self.reserve_for, self.retry, self.backtrace, orjson.dumps(self.custom).decode(), at,
+            self.keep_result_for or None, expires_at, expires_in, None, batch, self.jid is None,
+        )  # fmt: skip
 
 
 # As every adapter decodes a pushed job and the push service takes it.
@@ -502,3 +505,7 @@ class JobPush(CallbackJob, kw_only=True):
             texts(self, ("ref",))
         if self.depends_on is not None:
             checked_text("".join(i for i in self.depends_on if type(i) is str), "depends_on")
+
+    def new_job(self, jid: str) -> rules.NewJob:
+        """The job as it is written, but its unique lock (werk.domain.unique decides it)."""
+        return self._written(jid, self.at, self.expires_at, self.expires_in, self.batch)

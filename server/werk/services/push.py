@@ -337,11 +337,6 @@ def _new_jobs(specs: Sequence[JobPush]) -> list[NewJob]:
 def _to_new_job(spec: JobPush, jid: str) -> NewJob:
     """The job as it is written (``jid``: the spec's, or one minted for it)."""
     job = spec.new_job(jid)
-    job.minted = spec.jid is None
-    job.at = spec.at
-    job.expires_at = spec.expires_at
-    job.expires_in = spec.expires_in
-    job.batch = spec.batch
     if spec.unique is not None:
         job.unique = unique_lock(spec, spec.unique)
     return job
