@@ -51,4 +51,10 @@ SET state = 'active',
                       ELSE j.unique_key END
 FROM claimed, clock
 WHERE j.ctid = claimed.ctid
-RETURNING claimed.slot, j.*
+-- What the fetch answer, the claim order and a hand-back read: not the columns of a settled
+-- job (finished_at, result, keep_until) or of a waiting one, nor the unique key given up here.
+RETURNING claimed.slot, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
+    j.backtrace, j.custom, j.at, j.state, j.seq, j.run_at, j.created_at, j.enqueued_at,
+    j.attempt, j.lease, j.lease_expires_at, j.wid, j.progress, j.retry_count, j.failed_at,
+    j.errtype, j.message, j.error_backtrace, j.keep_result_for, j.expires_at, j.unique_spec,
+    j.dependents, j.dependencies, j.batch
