@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import msgspec
 import pytest
 
-from tests.support.helpers import count_jobs
+from tests.support.helpers import as_pushed, count_jobs
 from werk.api.jobs_routes import wants_minimal
 from werk.db import queries
 from werk.db.pool import connect
@@ -33,7 +33,8 @@ async def test_push_returns_the_stored_job_with_defaults(api):
     assert job["attempt"] == 0 and job["failure"] is None and "lease" not in job
     assert job["created_at"] == job["enqueued_at"] and job.pop("created") is True
     r = await api.http.get(f"/v1/jobs/{job['jid']}")
-    assert r.json() == job
+    assert as_pushed(r.json()) == job
+    assert r.json()["keep_result_for"] == 0 and r.json()["unique"] is None
 
 
 async def test_same_jid_twice_stores_one_job_and_returns_the_stored_one(api, database_url):
@@ -360,7 +361,7 @@ async def test_a_pushed_job_is_answered_as_it_is_stored(api):
     assert r.status_code == 201, r.text
     answers += r.json()["jobs"]
     for job in answers:
-        assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json() == job
+        assert as_pushed((await api.http.get(f"/v1/jobs/{job['jid']}")).json()) == job
     assert [j["state"] for j in answers] == ["available", "available", "scheduled", "available"] * 2
 
 

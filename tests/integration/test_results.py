@@ -38,7 +38,8 @@ async def result(api, jid, wait=None):
 
 async def test_a_kept_job_reads_back_completed_with_its_result(api):
     pushed = await push(api, jid="result-kept-1", keep_result_for=60)
-    assert pushed["keep_result_for"] == 60 and pushed["result"] is None
+    assert pushed["keep_result_for"] == 60
+    assert "result" not in pushed and "completed_at" not in pushed  # not completed
     job = await fetch_one(api)
     r = await ack(api, job, result={"pages": 3, "names": ["a", "b"], "ok": True})
     assert r.status_code == 204, r.text
@@ -57,6 +58,9 @@ async def test_a_kept_job_reads_back_completed_with_its_result(api):
         "completed_at": got["completed_at"],
         "failure": None,
     }
+    again = await push(api, jid="result-kept-1", keep_result_for=60)
+    assert again["created"] is False and again["state"] == "completed"
+    assert (again["result"], again["completed_at"]) == (got["result"], got["completed_at"])
 
 
 async def test_a_job_without_keep_result_for_is_deleted_at_ack_as_before(api):
@@ -218,7 +222,7 @@ async def test_a_bad_keep_result_for_is_refused(api, job):
 
 async def test_keep_result_for_zero_is_not_kept(api):
     pushed = await push(api, jid="result-zero-1", keep_result_for=0)
-    assert pushed["keep_result_for"] == 0
+    assert "keep_result_for" not in pushed  # absent: 0
     assert (await ack(api, await fetch_one(api))).status_code == 204
     assert (await api.http.get("/v1/jobs/result-zero-1")).status_code == 404
 

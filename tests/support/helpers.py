@@ -53,3 +53,20 @@ def assert_reads_at_most(plan: str, rows: int) -> None:
             assert int(found[1]) * loops <= rows, plan
         if found := re.search(r"Rows Removed by (?:Join )?Filter: (\d+)", line):
             assert int(found[1]) * loops <= rows, plan
+
+
+def as_pushed(job: dict[str, Any]) -> dict[str, Any]:
+    """A job as read (GET /v1/jobs/{jid}) as a push answers it: its retention, expiry and unique
+    lock only when it has them, its result and completion only once it completed."""
+    brief = {k: v for k, v in job.items() if k not in _BRIEF}
+    for key in ("expires_at", "unique"):
+        if job[key] is not None:
+            brief[key] = job[key]
+    if job["keep_result_for"]:
+        brief["keep_result_for"] = job["keep_result_for"]
+    if job["state"] == "completed":
+        brief["result"], brief["completed_at"] = job["result"], job["completed_at"]
+    return brief
+
+
+_BRIEF = {"keep_result_for", "expires_at", "unique", "result", "completed_at", "dependents"}

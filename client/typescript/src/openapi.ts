@@ -1162,9 +1162,8 @@ export interface components {
         /**
          * FetchedJob
          * @description A job as its fetch hands it over: what the attempt needs. Only here is the lease given, to
-         *     the worker that holds it (it is the holder's secret; no read of the job shows it). The job's
-         *     retention, expiry and unique lock are given only when it has them; an active job has no
-         *     result (`GET /v1/jobs/{jid}` shows the whole job).
+         *     the worker that holds it (it is the holder's secret; no read of the job shows it). An active
+         *     job has no result.
          */
         FetchedJob: {
             /** Args */
@@ -1387,7 +1386,7 @@ export interface components {
              * Jobs
              * @description Absent with `return=minimal`.
              */
-            jobs?: components["schemas"]["Job"][];
+            jobs?: components["schemas"]["StoredJob"][];
             /**
              * Refs
              * @description Each item's `ref` mapped to its jid (absent: no item had a ref).
@@ -1597,9 +1596,9 @@ export interface components {
             batch?: string | null;
             /**
              * Completed At
-             * @description When it was acked (completed jobs only).
+             * @description When it was acked (absent: not completed).
              */
-            completed_at: string | null;
+            completed_at?: string | null;
             /**
              * Created
              * @description false: the jid existed already, or another job held the unique key; nothing new was stored and this is the stored job.
@@ -1620,11 +1619,6 @@ export interface components {
              */
             dependencies?: components["schemas"]["Dependency"][] | null;
             /**
-             * Dependents
-             * @description A job others depend on, read alone: those jobs (the first 1,000; absent otherwise).
-             */
-            dependents?: components["schemas"]["Dependent"][] | null;
-            /**
              * Duplicate
              * @description true (status 200): another job held the unique key; this is that job, after taking this push's `args` and `at` with `on_conflict: replace`.
              * @default false
@@ -1634,9 +1628,9 @@ export interface components {
             enqueued_at: string | null;
             /**
              * Expires At
-             * @description Never run after this; a job not started by then becomes `expired`.
+             * @description Never run after this; a job not started by then becomes `expired`. Absent: none.
              */
-            expires_at: string | null;
+            expires_at?: string | null;
             failure: components["schemas"]["Failure"] | null;
             /** Jid */
             jid: string;
@@ -1644,9 +1638,10 @@ export interface components {
             jobtype: string;
             /**
              * Keep Result For
-             * @description Seconds the job stays readable as completed after its ack (0: deleted at ack unless the server keeps every completed job).
+             * @description Seconds the job stays readable as completed after its ack (0: deleted at ack unless the server keeps every completed job). Absent: 0.
+             * @default 0
              */
-            keep_result_for: number;
+            keep_result_for?: number;
             /** Lease Expires At */
             lease_expires_at: string | null;
             /** Priority */
@@ -1662,14 +1657,14 @@ export interface components {
             reserve_for: number;
             /**
              * Result
-             * @description What the ack stored (null: nothing, or not completed).
+             * @description What the ack stored (absent: not completed).
              */
-            result: unknown;
+            result?: unknown;
             /** Retry */
             retry: number;
             state: components["schemas"]["JobState"];
-            /** @description The unique lock the job was pushed with (null: none). */
-            unique: components["schemas"]["UniqueShown"] | null;
+            /** @description The unique lock the job was pushed with (absent: none). */
+            unique?: components["schemas"]["UniqueShown"] | null;
             /** Wid */
             wid: string | null;
         };
@@ -1731,6 +1726,88 @@ export interface components {
             uptime_seconds: number;
             /** Version */
             version: string;
+        };
+        /**
+         * StoredJob
+         * @description A pushed job as stored. Its result and completion are given only once it completed (a jid
+         *     pushed again while its completed job is kept).
+         */
+        StoredJob: {
+            /** Args */
+            args: unknown[];
+            /** At */
+            at: string | null;
+            /** Attempt */
+            attempt: number;
+            /** Backtrace */
+            backtrace: number;
+            /**
+             * Batch
+             * @description The batch the job is a member of (absent: none).
+             */
+            batch?: string | null;
+            /**
+             * Completed At
+             * @description When it was acked (absent: not completed).
+             */
+            completed_at?: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Custom */
+            custom: {
+                [key: string]: unknown;
+            };
+            /**
+             * Dependencies
+             * @description A job pushed with `depends_on`, as fetched or read alone: its dependencies, each with its outcome and result (absent otherwise).
+             */
+            dependencies?: components["schemas"]["Dependency"][] | null;
+            /** Enqueued At */
+            enqueued_at: string | null;
+            /**
+             * Expires At
+             * @description Never run after this; a job not started by then becomes `expired`. Absent: none.
+             */
+            expires_at?: string | null;
+            failure: components["schemas"]["Failure"] | null;
+            /** Jid */
+            jid: string;
+            /** Jobtype */
+            jobtype: string;
+            /**
+             * Keep Result For
+             * @description Seconds the job stays readable as completed after its ack (0: deleted at ack unless the server keeps every completed job). Absent: 0.
+             * @default 0
+             */
+            keep_result_for?: number;
+            /** Lease Expires At */
+            lease_expires_at: string | null;
+            /** Priority */
+            priority: number;
+            /**
+             * Progress
+             * @description The last checkpoint recorded with extend (null: none).
+             */
+            progress: unknown;
+            /** Queue */
+            queue: string;
+            /** Reserve For */
+            reserve_for: number;
+            /**
+             * Result
+             * @description What the ack stored (absent: not completed).
+             */
+            result?: unknown;
+            /** Retry */
+            retry: number;
+            state: components["schemas"]["JobState"];
+            /** @description The unique lock the job was pushed with (absent: none). */
+            unique?: components["schemas"]["UniqueShown"] | null;
+            /** Wid */
+            wid: string | null;
         };
         /** Totals */
         Totals: {

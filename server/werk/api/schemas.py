@@ -173,13 +173,10 @@ class JobResult(BaseModel):
     failure: Failure | None = Field(description="The last failure (a dead job's says why).")
 
 
-class FetchedJob(JobAttempt):
-    """A job as its fetch hands it over: what the attempt needs. Only here is the lease given, to
-    the worker that holds it (it is the holder's secret; no read of the job shows it). The job's
-    retention, expiry and unique lock are given only when it has them; an active job has no
-    result (`GET /v1/jobs/{jid}` shows the whole job)."""
+class JobBrief(JobAttempt):
+    """A job as fetches and pushes answer it: the job's retention, expiry and unique lock are
+    given only when it has them (`GET /v1/jobs/{jid}` shows every field)."""
 
-    lease: str = Field(description="Sent with ack, fail and extend of this attempt.")
     keep_result_for: int = Field(0, description=f"{_KEEP_RESULT_FOR} Absent: 0.")
     expires_at: datetime | None = Field(None, description=f"{_EXPIRES_AT} Absent: none.")
     unique: UniqueShown | None = Field(
@@ -187,7 +184,25 @@ class FetchedJob(JobAttempt):
     )
 
 
-class PushedJob(Job):
+class FetchedJob(JobBrief):
+    """A job as its fetch hands it over: what the attempt needs. Only here is the lease given, to
+    the worker that holds it (it is the holder's secret; no read of the job shows it). An active
+    job has no result."""
+
+    lease: str = Field(description="Sent with ack, fail and extend of this attempt.")
+
+
+class StoredJob(JobBrief):
+    """A pushed job as stored. Its result and completion are given only once it completed (a jid
+    pushed again while its completed job is kept)."""
+
+    result: Any = Field(None, description="What the ack stored (absent: not completed).")
+    completed_at: datetime | None = Field(
+        None, description="When it was acked (absent: not completed)."
+    )
+
+
+class PushedJob(StoredJob):
     """The answer to a push: the job as stored."""
 
     created: bool = Field(
@@ -224,7 +239,7 @@ class JobBatchPushed(BaseModel):
     existed: list[str] = Field(
         description="The jids that were stored already (nothing new stored)."
     )
-    jobs: list[Job] = Field(default_factory=list, description="Absent with `return=minimal`.")
+    jobs: list[StoredJob] = Field(default_factory=list, description="Absent with `return=minimal`.")
     conflicts: list[UniqueConflict] = Field(
         default_factory=list,
         description="Items whose unique key another job held (absent: none); their `jids` and "

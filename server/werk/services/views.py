@@ -18,8 +18,13 @@ def dumps(value: Any, option: int = 0) -> bytes:
 
 
 def failure_view(r: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The job's last failure (None: it never failed)."""
     if r["failed_at"] is None:
         return None
+    return _failure(r)
+
+
+def _failure(r: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "retry_count": r["retry_count"],
         "remaining": retries_remaining(r["state"], r["retry"], r["retry_count"]),
@@ -68,7 +73,7 @@ def _attempt_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "enqueued_at": r["enqueued_at"],
         "attempt": r["attempt"],
         "progress": r["progress"],
-        "failure": failure_view(r),
+        "failure": None if r["failed_at"] is None else _failure(r),
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
     }
@@ -112,33 +117,48 @@ def dependency_view(e: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def fetched_view(r: Mapping[str, Any]) -> dict[str, Any]:
-    """The job as its fetch hands it to a worker: what the attempt needs, with the lease (only
-    the fetch answer, to the worker that now holds it, shows a lease: with it anyone could settle
-    the job). It carries the job's retention, expiry and unique lock only when it has them, and
-    no result (an active job has none): a worker fetches many jobs at a time, and every key of
-    every job costs the server and the worker alike."""
+def _brief_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The job with its retention, expiry and unique lock only when it has them: fetches and
+    pushes answer many jobs at a time, and every key of every job costs the server and the
+    client alike."""
     view = _attempt_view(r)
-    view["lease"] = r["lease"]
     if r["keep_result_for"]:
         view["keep_result_for"] = r["keep_result_for"]
     if r["expires_at"] is not None:
         view["expires_at"] = r["expires_at"]
     if r["unique_spec"] is not None:
         view["unique"] = r["unique_spec"]
+    return view
+
+
+def fetched_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The job as its fetch hands it to a worker (``_brief_view``), with the lease: only the fetch
+    answer, to the worker that now holds it, shows a lease (with it anyone could settle the job).
+    An active job has no result."""
+    view = _brief_view(r)
+    view["lease"] = r["lease"]
+    return _with_relations(view, r)
+
+
+def stored_view(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A pushed job as stored (``_brief_view``), with its result once it completed."""
+    view = _brief_view(r)
+    if r["state"] == _COMPLETED:
+        view["result"] = r["result"]
+        view["completed_at"] = r["finished_at"]
     return _with_relations(view, r)
 
 
 def pushed_view(result: PushResult) -> dict[str, Any]:
-    """``job_view`` of a pushed job. A job the push inserted without reading it back is rendered
-    from the job as sent (its JSON as the server encoded it for the insert) and the columns the
-    statement decided: the job the database stores, whose jsonb may order an object's keys
-    differently, without decoding and re-encoding it."""
+    """``stored_view`` of a pushed job. A job the push inserted without reading it back is
+    rendered from the job as sent (its JSON as the server encoded it for the insert) and the
+    columns the statement decided: the job the database stores, whose jsonb may order an
+    object's keys differently, without decoding and re-encoding it."""
     j = result.sent
     if j is None:
-        return job_view(result.job)
+        return stored_view(result.job)
     r = result.job
-    return {
+    view = {
         "jid": j.jid,
         "jobtype": j.jobtype,
         "args": orjson.Fragment(j.args),
@@ -157,12 +177,13 @@ def pushed_view(result: PushResult) -> dict[str, Any]:
         "failure": None,
         "lease_expires_at": None,
         "wid": None,
-        "keep_result_for": j.keep_result_for or 0,
-        "result": None,
-        "completed_at": None,
-        "expires_at": r["expires_at"],
-        "unique": None,  # a unique job is never answered from what was sent
     }
+    # A unique job is never answered from what was sent.
+    if j.keep_result_for:
+        view["keep_result_for"] = j.keep_result_for
+    if r["expires_at"] is not None:
+        view["expires_at"] = r["expires_at"]
+    return view
 
 
 def batch_view(r: Mapping[str, Any]) -> dict[str, Any]:
