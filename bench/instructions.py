@@ -36,6 +36,7 @@ import orjson
 from bench import report
 from bench.httpclient import Connection
 from bench.target import DEFAULT_PG, REPO, free_port, fresh_database
+from werk.domain.job import FETCH_MAX_COUNT
 
 QUEUE = "bench-instructions"
 # Nothing runs on a timer while the requests are counted (maintenance, VACUUM, the long polls'
@@ -45,7 +46,7 @@ QUIET = {"WERK_MAINTENANCE_INTERVAL": "86400", "WERK_VACUUM_INTERVAL": "0",
 PHASES = ("idle", "push", "push+work")
 
 
-async def _client(port: int, phase: str, n: int, batch: int, deadline: float) -> None:
+async def _client(port: int, phase: str, n: int, batch: int, minted: bool, deadline: float) -> None:
     conn = Connection("127.0.0.1", port)
     while True:  # under valgrind the server takes tens of seconds to start
         try:
@@ -60,9 +61,10 @@ async def _client(port: int, phase: str, n: int, batch: int, deadline: float) ->
         await asyncio.sleep(0.5)
     if phase == "idle":
         return
-    jobs = [
-        {"jid": f"instr-{i:08d}", "jobtype": "noop", "args": [], "queue": QUEUE} for i in range(n)
-    ]
+    jobs: list[dict[str, Any]] = [{"jobtype": "noop", "args": [], "queue": QUEUE} for _ in range(n)]
+    if not minted:
+        for i, job in enumerate(jobs):
+            job["jid"] = f"instr-{i:08d}"
     for i in range(0, n, batch):
         if batch == 1:
             await conn.post_json("/v1/jobs", jobs[i], expect=(201,))
@@ -70,10 +72,11 @@ async def _client(port: int, phase: str, n: int, batch: int, deadline: float) ->
             await conn.post_json("/v1/jobs/batch", {"jobs": jobs[i : i + batch]}, expect=(201,))
     if phase == "push":
         return
+    count = min(batch, FETCH_MAX_COUNT)
     fetch = orjson.dumps(
-        {"queues": [QUEUE], "wid": "bench-instructions", "count": batch, "wait": 0}
+        {"queues": [QUEUE], "wid": "bench-instructions", "count": count, "wait": 0}
     )
-    for _ in range(0, n, batch):
+    for _ in range(0, n, count):
         fetched = orjson.loads(await conn.post_raw("/v1/fetch", fetch))["jobs"]
         if batch == 1:
             (job,) = fetched
@@ -107,7 +110,7 @@ async def _count(args: argparse.Namespace, phase: str, workdir: Path) -> int:
     with open(workdir / f"server.{phase}.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
         try:
-            await _client(port, phase, args.jobs, args.batch, time.monotonic() + 600)
+            await _client(port, phase, args.jobs, args.batch, args.minted, time.monotonic() + 600)
         finally:
             proc.send_signal(signal.SIGTERM)
             await asyncio.to_thread(proc.wait, 120)
@@ -128,7 +131,10 @@ async def _run(args: argparse.Namespace) -> None:
     if args.batch == 1:
         kinds = "single push", "fetch 1 + ack"
     else:
-        kinds = f"push in batches of {args.batch}", f"fetch {args.batch} + batch ack"
+        kinds = (
+            f"push in batches of {args.batch}",
+            f"fetch {min(args.batch, FETCH_MAX_COUNT)} + batch ack",
+        )
     print(
         f"instructions  server code {code}  n={n}  per job: {kinds[0]} {per_push:,.0f}  "
         f"{kinds[1]} {per_work:,.0f}  (totals {listed})",
@@ -145,6 +151,7 @@ async def _run(args: argparse.Namespace) -> None:
         "versions": report.versions(),
         "jobs": n,
         "batch": args.batch,
+        "minted": args.minted,
         "totals": totals,
         "per_job_push": round(per_push),
         "per_job_fetch_and_ack": round(per_work),
@@ -160,7 +167,17 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("instructions", help="server instructions per request, under callgrind")
     p.add_argument("--jobs", type=int, default=400, help="requests of each kind (default 400)")
     p.add_argument("--database-url", default=DEFAULT_PG, help="a PostgreSQL server to use")
-    p.add_argument("--batch", type=int, default=1, help="jobs per push, fetch and ack (default 1)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help=f"jobs per push, fetch and ack (default 1; fetches take at most {FETCH_MAX_COUNT})",
+    )
+    p.add_argument(
+        "--minted",
+        action="store_true",
+        help="push jobs without jids (the server mints them), as bench run's push scenarios do",
+    )
     p.add_argument("--server-path", help="another checkout's server/ directory to measure")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
 
