@@ -18,13 +18,8 @@ def dumps(value: Any, option: int = 0) -> bytes:
 
 
 def failure_view(r: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The job's last failure (None: it never failed)."""
     if r["failed_at"] is None:
         return None
-    return _failure(r)
-
-
-def _failure(r: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "retry_count": r["retry_count"],
         "remaining": retries_remaining(r["state"], r["retry"], r["retry_count"]),
@@ -73,7 +68,7 @@ def _attempt_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "enqueued_at": r["enqueued_at"],
         "attempt": r["attempt"],
         "progress": r["progress"],
-        "failure": None if r["failed_at"] is None else _failure(r),
+        "failure": failure_view(r),
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
     }
