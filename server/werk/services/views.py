@@ -18,6 +18,7 @@ def dumps(value: Any, option: int = 0) -> bytes:
 
 
 def failure_view(r: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The job's last failure (None: it never failed)."""
     if r["failed_at"] is None:
         return None
     return {
