@@ -38,6 +38,21 @@ async def test_waiting_fetch_receives_the_pushed_job_reserved(api, database_url)
     assert r.status_code == 204
 
 
+async def test_a_handed_job_shows_its_options_as_a_claimed_one_does(api):
+    """A job handed over by its push is answered as the claim answers it: its retention and
+    expiry shown, and a plain job's answer without them."""
+    for jid, options in (
+        ("handed-opts", {"keep_result_for": 60, "expires_in": 600}),
+        ("handed-plain", {}),
+    ):
+        fetch = await waiting_fetch(api)
+        await api.http.post("/v1/jobs", json={"jobtype": "x", "jid": jid, **options})
+        (job,) = (await fetch).json()["jobs"]
+        assert job["jid"] == jid
+        assert ("keep_result_for" in job, "expires_at" in job) == (bool(options), bool(options))
+        assert job.get("keep_result_for") == options.get("keep_result_for")
+
+
 async def test_a_waiter_takes_up_to_its_count_the_rest_stays_available(api, database_url):
     fetch = await waiting_fetch(api, count=3)
     jobs = [{"jobtype": "x", "jid": f"batch-{i:04d}"} for i in range(5)]

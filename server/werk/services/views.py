@@ -69,7 +69,7 @@ def _attempt_view(r: Mapping[str, Any]) -> dict[str, Any]:
         "enqueued_at": r["enqueued_at"],
         "attempt": r["attempt"],
         "progress": r["progress"],
-        "failure": failure_view(r),
+        "failure": None if r["failed_at"] is None else failure_view(r),
         "lease_expires_at": r["lease_expires_at"],
         "wid": r["wid"],
     }
@@ -113,36 +113,36 @@ def dependency_view(e: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _brief_view(r: Mapping[str, Any]) -> dict[str, Any]:
-    """The job with its retention, expiry and unique lock only when it has them: fetches and
-    pushes answer many jobs at a time, and every key of every job costs the server and the
-    client alike."""
-    view = _attempt_view(r)
+def _with_options(view: dict[str, Any], r: Mapping[str, Any]) -> dict[str, Any]:
+    """``view`` with the job's retention, expiry and unique lock only when it has them, and its
+    relations (``_with_relations``): fetches and pushes answer many jobs at a time, and every key
+    of every job costs the server and the client alike."""
     if r["keep_result_for"]:
         view["keep_result_for"] = r["keep_result_for"]
     if r["expires_at"] is not None:
         view["expires_at"] = r["expires_at"]
     if r["unique_spec"] is not None:
         view["unique"] = r["unique_spec"]
-    return view
+    return _with_relations(view, r)
 
 
 def fetched_view(r: Mapping[str, Any]) -> dict[str, Any]:
-    """The job as its fetch hands it to a worker (``_brief_view``), with the lease: only the fetch
-    answer, to the worker that now holds it, shows a lease (with it anyone could settle the job).
-    An active job has no result."""
-    view = _brief_view(r)
+    """The job as its fetch hands it to a worker, with the lease: only the fetch answer, to the
+    worker that now holds it, shows a lease (with it anyone could settle the job). An active job
+    has no result. The claim says which jobs have options or relations (``has_options``), so a
+    plain job's row is not asked for each of them."""
+    view = _attempt_view(r)
     view["lease"] = r["lease"]
-    return _with_relations(view, r)
+    return _with_options(view, r) if r["has_options"] else view
 
 
 def stored_view(r: Mapping[str, Any]) -> dict[str, Any]:
-    """A pushed job as stored (``_brief_view``), with its result once it completed."""
-    view = _brief_view(r)
+    """A pushed job as stored (``_with_options``), with its result once it completed."""
+    view = _attempt_view(r)
     if r["state"] == _COMPLETED:
         view["result"] = r["result"]
         view["completed_at"] = r["finished_at"]
-    return _with_relations(view, r)
+    return _with_options(view, r)
 
 
 def pushed_view(result: PushResult) -> dict[str, Any]:

@@ -52,9 +52,12 @@ SET state = 'active',
 FROM claimed, clock
 WHERE j.ctid = claimed.ctid
 -- What the fetch answer, the claim order and a hand-back read: not the columns of a settled
--- job (finished_at, result, keep_until) or of a waiting one, nor the unique key given up here.
+-- job (finished_at, result, keep_until) or of a waiting one, nor the unique key given up here;
+-- has_options says whether the answer has more to show than a plain job's keys.
 RETURNING claimed.slot, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
     j.backtrace, j.custom, j.at, j.state, j.seq, j.run_at, j.created_at, j.enqueued_at,
     j.attempt, j.lease, j.lease_expires_at, j.wid, j.progress, j.retry_count, j.failed_at,
     j.errtype, j.message, j.error_backtrace, j.keep_result_for, j.expires_at, j.unique_spec,
-    j.dependents, j.dependencies, j.batch
+    j.dependents, j.dependencies, j.batch,
+    num_nonnulls(j.keep_result_for, j.expires_at, j.unique_spec, j.batch, j.dependencies) > 0
+        AS has_options

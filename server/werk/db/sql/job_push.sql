@@ -168,8 +168,9 @@ DO UPDATE SET
     unique_spec = CASE WHEN werk_replaces(excluded.unique_spec, werk_jobs.state)
                        THEN excluded.unique_spec ELSE werk_jobs.unique_spec END
 
--- part rows: the inserted jobs.
-*
+-- part rows: the inserted jobs; has_options as the claim (job_fetch.sql) says it, for the jobs
+-- handed to waiting fetches.
+*, num_nonnulls(keep_result_for, expires_at, unique_spec, batch, dependencies) > 0 AS has_options
 
 -- part decided: what the statement decided for each inserted job, for a push that hands no job to
 -- a fetch. The rest of the job is stored as it was sent, and the caller answers with that instead
