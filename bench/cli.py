@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import floor, instructions, procstat, report, scenarios, sdk
+from bench import ab, floor, instructions, procstat, report, scenarios, sdk
 from bench.peers import harness as peers_harness
 from bench.scenarios import Context
 from bench.target import REPO, Db, Target, resolve_database, start_server
@@ -758,6 +758,7 @@ def _parser() -> argparse.ArgumentParser:
     sm = sub.add_parser("summary", help="Markdown table of result files (default: bench/results)")
     sm.add_argument("files", nargs="*")
     instructions.add_parser(sub)
+    ab.add_parser(sub)
     return p
 
 
@@ -921,6 +922,9 @@ def main() -> None:
         return
     if args.command == "instructions":
         instructions.main(args)
+        return
+    if args.command == "ab":
+        ab.main(args)
         return
     names: list[str] = []
     for n in args.scenarios:

@@ -7,15 +7,16 @@ import platform
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from bench.target import REPO
 
 
-def _git(*args: str) -> str:
+def _git(*args: str, checkout: Path = REPO) -> str:
     try:
         return subprocess.run(
-            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10
+            ["git", *args], cwd=checkout, capture_output=True, text=True, timeout=10
         ).stdout.strip()
     except Exception:
         return ""
@@ -62,14 +63,14 @@ def versions() -> dict[str, str]:
     return out
 
 
-def git_state() -> dict[str, Any]:
+def git_state(checkout: Path = REPO) -> dict[str, Any]:
     import hashlib
 
-    dirty = _git("status", "--porcelain", "--", "server", "pyproject.toml")
-    diff = _git("diff", "HEAD", "--", "server") if dirty else ""
+    dirty = _git("status", "--porcelain", "--", "server", "pyproject.toml", checkout=checkout)
+    diff = _git("diff", "HEAD", "--", "server", checkout=checkout) if dirty else ""
     return {
-        "commit": _git("rev-parse", "HEAD"),
-        "describe": _git("log", "-1", "--format=%h %s"),
+        "commit": _git("rev-parse", "HEAD", checkout=checkout),
+        "describe": _git("log", "-1", "--format=%h %s", checkout=checkout),
         # the work tree is shared: uncommitted server changes are part of what was measured
         "server_dirty": bool(dirty),
         "server_dirty_files": dirty.splitlines(),

@@ -125,15 +125,20 @@ async def resolve_database(database_url: str | None) -> tuple[str, str]:
 
 
 def start_server(
-    database_url: str, workers: int, log_dir: Path, extra_env: dict[str, str]
+    database_url: str,
+    workers: int,
+    log_dir: Path,
+    extra_env: dict[str, str],
+    werk: str | None = None,
 ) -> Target:
+    """``werk serve`` (``werk``: another installation's command) on a free port, once ready."""
     port = free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"server-w{workers}-{port}.log"
     env = dict(os.environ)
     env.update(extra_env)
     cmd = [
-        _werk_executable(),
+        werk or _werk_executable(),
         "serve",
         "--port",
         str(port),
