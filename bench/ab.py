@@ -31,7 +31,7 @@ import asyncpg
 
 from bench import report, scenarios
 from bench.scenarios import Context
-from bench.target import DEFAULT_PG, REPO, Target, fresh_database, start_server
+from bench.target import DEFAULT_PG, REPO, Db, Target, fresh_database, start_server
 
 Slice = Callable[[Context], Awaitable[dict[str, Any]]]
 
@@ -56,6 +56,7 @@ GROUPS = {
     "latency": ["latency"],
 }
 SIDES = ("old", "new")
+CPU = ("server", "postgres")
 
 
 def _context(target: Target, jobs: int) -> Context:
@@ -89,6 +90,14 @@ def _figure(name: str, result: dict[str, Any]) -> float:
     return float(result["p50_ms"] if name == "latency" else result["rate"])
 
 
+def _cpu_per_job(result: dict[str, Any]) -> dict[str, float]:
+    """The server's and PostgreSQL's CPU µs per job of one slice."""
+    if "cpu_us_per_job" in result:
+        return {k: result["cpu_us_per_job"][k] for k in ("server", "postgres")}
+    jobs = max(result["jobs"], 1)  # latency: its meter's seconds
+    return {k: round(1e6 * result["cpu"][k] / jobs, 1) for k in ("server", "postgres")}
+
+
 def _ratio(name: str, old: float, new: float) -> float:
     """new against old, above 1 when new is faster."""
     return old / new if name == "latency" else new / old
@@ -99,6 +108,7 @@ async def compare(name: str, contexts: dict[str, Context], pairs: int, jobs: int
     so every slice starts from the same table on either side."""
     load, _ = SLICES[name]
     figures: dict[str, list[float]] = {side: [] for side in SIDES}
+    cpu: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
     ratios = []
     orders = []
     for pair in range(pairs):
@@ -107,8 +117,9 @@ async def compare(name: str, contexts: dict[str, Context], pairs: int, jobs: int
         for side in SIDES:
             await scenarios.reset(contexts[side])
         for side in order:
-            ctx = replace(contexts[side], jobs=jobs, latency_jobs=jobs)
-            figures[side].append(_figure(name, await load(ctx)))
+            result = await load(replace(contexts[side], jobs=jobs, latency_jobs=jobs))
+            figures[side].append(_figure(name, result))
+            cpu[side].append(_cpu_per_job(result))
         ratios.append(_ratio(name, figures["old"][-1], figures["new"][-1]))
     return {
         "name": name,
@@ -117,6 +128,7 @@ async def compare(name: str, contexts: dict[str, Context], pairs: int, jobs: int
         "pairs": pairs,
         "old": figures["old"],
         "new": figures["new"],
+        "cpu_us_per_job": cpu,
         "order": orders,
         "ratios": ratios,
         "median_ratio": statistics.median(ratios),
@@ -130,10 +142,15 @@ def _line(r: dict[str, Any]) -> str:
     fmt = "{:,.2f}" if r["unit"] == "ms" else "{:,.0f}"
     ratios = sorted(r["ratios"])
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    cpu = {
+        side: {k: statistics.median(c[k] for c in r["cpu_us_per_job"][side]) for k in CPU}
+        for side in SIDES
+    }
+    costs = "  ".join(f"{k} {cpu['old'][k]:.1f} -> {cpu['new'][k]:.1f}" for k in CPU)
     return (
         f"{r['name']:<30} pairs={r['pairs']:<3} old {fmt.format(old)} new {fmt.format(new)} "
         f"{unit} (medians)  new/old median {r['median_ratio']:.3f}  mean {r['mean_ratio']:.3f}  "
-        f"quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}"
+        f"quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}  | cpu us/job {costs}"
     )
 
 
@@ -152,6 +169,10 @@ async def _run(args: argparse.Namespace) -> None:
                 raise SystemExit(f"bench ab: no {werk} (run `python dev.py setup` there)")
             db = await fresh_database(args.database_url, f"werk_ab_{side}")
             targets[side] = start_server(db, 1, REPO / "bench" / "logs", {}, werk=str(werk))
+        async with Db(args.database_url) as db:
+            pg_uid = await db.backend_uid()
+        for t in targets.values():
+            t.pg_uid = pg_uid
         contexts = {side: _context(t, 0) for side, t in targets.items()}
         out: dict[str, Any] = {
             "harness": "python -m bench ab",
