@@ -59,32 +59,6 @@ SIDES = ("old", "new")
 CPU = ("server", "postgres")
 
 
-def _context(target: Target, jobs: int) -> Context:
-    return Context(
-        target=target,
-        jobs=jobs,
-        repeat=1,
-        backlog=0,
-        dead=0,
-        in_flight=0,
-        churn=0,
-        churn_first=0,
-        latency_jobs=jobs,
-        latency_interval=0.01,
-        idle_polls=0,
-        idle_settle=0.0,
-        idle_window=0.0,
-        push_clients=[],
-        batch_sizes=[],
-        batch_clients=4,
-        work_workers_1=32,
-        work_workers_100=32,
-        churn_producers=0,
-        churn_workers=0,
-        sample_waits=False,
-    )
-
-
 def _figure(name: str, result: dict[str, Any]) -> float:
     """Jobs/s, or for latency the median delay (ms) from push to the fetch's answer."""
     return float(result["p50_ms"] if name == "latency" else result["rate"])
@@ -173,7 +147,7 @@ async def _run(args: argparse.Namespace) -> None:
             pg_uid = await db.backend_uid()
         for t in targets.values():
             t.pg_uid = pg_uid
-        contexts = {side: _context(t, 0) for side, t in targets.items()}
+        contexts = {side: Context.bare(t, 0) for side, t in targets.items()}
         out: dict[str, Any] = {
             "harness": "python -m bench ab",
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -99,6 +99,34 @@ class Context:
     keep_queue: str | None = None
     baselines: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def bare(cls, target: Target, jobs: int) -> Context:
+        """For scenario functions called one at a time with their own arguments (bench ab, the
+        harness's tests): every other size nil, no waiting for a quiet machine, no sampling."""
+        return cls(
+            target=target,
+            jobs=jobs,
+            repeat=1,
+            backlog=0,
+            dead=0,
+            in_flight=0,
+            churn=0,
+            churn_first=0,
+            latency_jobs=0,
+            latency_interval=0.01,
+            idle_polls=0,
+            idle_settle=0.0,
+            idle_window=0.0,
+            push_clients=[1],
+            batch_sizes=[10],
+            batch_clients=1,
+            work_workers_1=1,
+            work_workers_100=1,
+            churn_producers=1,
+            churn_workers=1,
+            sample_waits=False,
+        )
+
     @property
     def has_db(self) -> bool:
         return self.target.database_url is not None
