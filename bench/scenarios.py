@@ -102,7 +102,8 @@ class Context:
     @classmethod
     def bare(cls, target: Target, jobs: int) -> Context:
         """For scenario functions called one at a time with their own arguments (bench ab, the
-        harness's tests): every other size nil, no waiting for a quiet machine, no sampling."""
+        harness's tests): the other scenarios' sizes left at their least, no waiting for a quiet
+        machine, no sampling."""
         return cls(
             target=target,
             jobs=jobs,
