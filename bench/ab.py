@@ -27,11 +27,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
 from bench import report, scenarios
 from bench.scenarios import Context
-from bench.target import DEFAULT_PG, REPO, Db, Target, fresh_database, start_server
+from bench.target import (
+    DEFAULT_PG,
+    REPO,
+    Db,
+    Target,
+    drop_databases,
+    fresh_database,
+    start_server,
+)
 
 Slice = Callable[[Context], Awaitable[dict[str, Any]]]
 
@@ -67,9 +73,9 @@ def _figure(name: str, result: dict[str, Any]) -> float:
 def _cpu_per_job(result: dict[str, Any]) -> dict[str, float]:
     """The server's and PostgreSQL's CPU µs per job of one slice."""
     if "cpu_us_per_job" in result:
-        return {k: result["cpu_us_per_job"][k] for k in ("server", "postgres")}
+        return {k: result["cpu_us_per_job"][k] for k in CPU}
     jobs = max(result["jobs"], 1)  # latency: its meter's seconds
-    return {k: round(1e6 * result["cpu"][k] / jobs, 1) for k in ("server", "postgres")}
+    return {k: round(1e6 * result["cpu"][k] / jobs, 1) for k in CPU}
 
 
 def _ratio(name: str, old: float, new: float) -> float:
@@ -129,11 +135,10 @@ def _line(r: dict[str, Any]) -> str:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    names: list[str] = []
-    for n in args.scenarios:
-        names.extend(GROUPS.get(n, [n] if n in SLICES else []))
-        if n not in GROUPS and n not in SLICES:
-            raise SystemExit(f"unknown scenario {n!r}; known: {', '.join([*GROUPS, *SLICES])}")
+    known = {**GROUPS, **{n: [n] for n in SLICES}}
+    if unknown := [n for n in args.scenarios if n not in known]:
+        raise SystemExit(f"unknown scenarios {unknown}; known: {', '.join(known)}")
+    names = [row for n in args.scenarios for row in known[n]]
     checkouts = {"old": args.old.resolve(), "new": (args.new or REPO).resolve()}
     targets: dict[str, Target] = {}
     try:
@@ -141,8 +146,8 @@ async def _run(args: argparse.Namespace) -> None:
             werk = checkout / ".venv" / "bin" / "werk"
             if not werk.exists():
                 raise SystemExit(f"bench ab: no {werk} (run `python dev.py setup` there)")
-            db = await fresh_database(args.database_url, f"werk_ab_{side}")
-            targets[side] = start_server(db, 1, REPO / "bench" / "logs", {}, werk=str(werk))
+            database = await fresh_database(args.database_url, f"werk_ab_{side}")
+            targets[side] = start_server(database, 1, REPO / "bench" / "logs", {}, werk=str(werk))
         async with Db(args.database_url) as db:
             pg_uid = await db.backend_uid()
         for t in targets.values():
@@ -170,16 +175,7 @@ async def _run(args: argparse.Namespace) -> None:
     finally:
         for t in targets.values():
             t.stop()
-        await _drop(args.database_url, [f"werk_ab_{side}" for side in targets])
-
-
-async def _drop(admin_url: str, names: list[str]) -> None:
-    conn = await asyncpg.connect(admin_url)
-    try:
-        for name in names:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
+        await drop_databases(args.database_url, [f"werk_ab_{side}" for side in targets])
 
 
 def add_parser(sub: Any) -> None:

@@ -51,13 +51,23 @@ async def _reachable(url: str) -> bool:
 
 async def fresh_database(admin_url: str, name: str = BENCH_DB) -> str:
     """Drop and create ``name`` on the server of ``admin_url``; returns its URL."""
+    await drop_databases(admin_url, [name])
     conn = await asyncpg.connect(_with_db(admin_url, "postgres"))
     try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
     return _with_db(admin_url, name)
+
+
+async def drop_databases(admin_url: str, names: list[str]) -> None:
+    """Drop ``names`` (those that exist) on the server of ``admin_url``."""
+    conn = await asyncpg.connect(_with_db(admin_url, "postgres"))
+    try:
+        for name in names:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
 
 
 def _werk_executable() -> str:
