@@ -28,6 +28,9 @@ def with_database(url: str, name: str) -> str:
 
 
 class TestDatabases:
+    # Not a test class: the name only says what it makes (pytest would try to collect it).
+    __test__ = False
+
     def __init__(self, root_url: str) -> None:
         self.root_url = root_url
         self.template = f"werk_tmpl_{secrets.token_hex(4)}"
