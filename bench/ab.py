@@ -74,7 +74,8 @@ def _cpu_per_job(result: dict[str, Any]) -> dict[str, float]:
     """The server's and PostgreSQL's CPU µs per job of one slice."""
     if "cpu_us_per_job" in result:
         return {k: result["cpu_us_per_job"][k] for k in CPU}
-    jobs = max(result["jobs"], 1)  # latency: its meter's seconds
+    # The latency scenario reports its meter's CPU seconds, not per job: divide by its jobs.
+    jobs = max(result["jobs"], 1)
     return {k: round(1e6 * result["cpu"][k] / jobs, 1) for k in CPU}
 
 
