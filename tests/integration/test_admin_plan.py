@@ -31,8 +31,9 @@ NOW = datetime(2026, 1, 2, tzinfo=UTC)
 PAGE = 50
 
 # Most jobs are available; one in 20 is active (held by worker-0 .. worker-6), others dead,
-# scheduled or completed. Three jobs share each created_at, so pages split ties on jid. The queue
-# "rare" holds a few jobs of every kind among many of "busy" and "other".
+# scheduled or completed. Three jobs share each created_at, so pages split ties on jid; the jobs
+# of werk_jobs have three priorities. The queue "rare" holds a few jobs of every kind among many
+# of "busy" and "other".
 FILL = """
     WITH x AS (
         SELECT 'backlog-' || g AS jid,
@@ -51,14 +52,15 @@ FILL = """
     live AS (
         INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at,
                                enqueued_at, finished_at, failed_at, errtype, lease,
-                               lease_expires_at, wid)
+                               lease_expires_at, wid, priority)
         SELECT jid, 'noop', queue, '[]', s, c, c, c,
                CASE WHEN s = 'dead' THEN c END,
                CASE WHEN s = 'dead' THEN c END,
                CASE WHEN s = 'dead' THEN 'Boom' END,
                CASE WHEN s = 'active' THEN gen_random_uuid() END,
                CASE WHEN s = 'active' THEN c + interval '1 hour' END,
-               CASE WHEN s = 'active' THEN 'worker-' || (substr(jid, 9)::int) % 7 END
+               CASE WHEN s = 'active' THEN 'worker-' || (substr(jid, 9)::int) % 7 END,
+               (substr(jid, 9)::int / 7) % 3 - 1
         FROM x WHERE s <> 'completed'
     )
     INSERT INTO werk_completed_jobs (jid, jobtype, queue, args, state, run_at, created_at,
@@ -80,8 +82,9 @@ async def backlog(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     await conn.execute(FILL, BACKLOG)
     await conn.execute(WORKERS, NOW)
     await conn.execute("INSERT INTO werk_queues (name, paused) VALUES ('idle', true)")
-    await conn.execute("ANALYZE werk_jobs")
-    # A table written once per row, which autovacuum keeps all-visible.
+    # The job table as the server's vacuum pass (jobs_vacuum.sql) keeps it, and a table written
+    # once per row, which autovacuum keeps all-visible.
+    await conn.execute("VACUUM ANALYZE werk_jobs")
     await conn.execute("VACUUM ANALYZE werk_completed_jobs")
     await conn.execute("ANALYZE werk_workers")
     try:
@@ -94,6 +97,8 @@ def statement(name: str) -> str:
     """Statement ``name`` as the server sends it (its parts filled in where it has any)."""
     if name in ("newest", "oldest"):  # the job pages
         return admin_queries.job_list_sql(newest_first=name == "newest")
+    if name in ("behind", "ahead"):  # the pages of available jobs
+        return admin_queries.job_list_available_sql(last_first=name == "behind")
     if name == "admin_job_act":
         return admin_queries.job_act_sql()
     if name in ("info", "queue_list"):
@@ -204,7 +209,7 @@ async def test_job_pages_merge_active_and_other_jobs_from_the_indexes(
 ) -> None:
     name = "newest" if newest_first else "oldest"
     order = "DESC" if newest_first else "ASC"
-    for state in (None, "active", "available"):
+    for state in (None, "active", "dead"):
         for queue in (None, "busy"):
             for cursor in (("NULL", "NULL"), ("'2026-01-01 01:51:06+00'", "'backlog-20000'")):
                 args = (lit(state), lit(queue), "NULL", "NULL", "NULL", *cursor, str(PAGE + 1))
@@ -212,14 +217,14 @@ async def test_job_pages_merge_active_and_other_jobs_from_the_indexes(
                     assert_indexed(plan)
                     # a page per (queue, state) pair at most, and the active jobs
                     assert_reads_at_most(plan, PAIRS * (PAGE + 1) + ACTIVE)
-                    if state != "available":
+                    if state != "dead":
                         assert_indexed(plan, "werk_jobs_active_idx")
                     if state != "active":
                         assert_indexed(plan, "werk_jobs_queue_state_idx")
 
             expected = await backlog.fetch(
                 "SELECT jid, state::text FROM werk_stored_jobs"
-                " WHERE ($1::werk_job_state IS NULL OR state = $1)"
+                " WHERE ($1::werk_job_state IS NULL OR state = $1) AND state <> 'available'"
                 " AND ($2::text IS NULL OR queue = $2)"
                 f" ORDER BY created_at {order}, jid {order} LIMIT {3 * PAGE}",
                 state,
@@ -240,7 +245,56 @@ async def test_job_pages_merge_active_and_other_jobs_from_the_indexes(
                 after = (rows[-1]["created_at"], rows[-1]["jid"])
             assert listed == [(r["jid"], r["state"]) for r in expected], (state, queue)
             if state is None:
-                assert {"active", "available", "dead"} <= {s for _, s in listed}
+                assert {"active", "completed", "dead"} <= {s for _, s in listed}
+
+
+@pytest.mark.parametrize("last_first", [True, False])
+async def test_available_job_pages_read_the_claim_index_in_claim_order(
+    backlog: asyncpg.Connection, last_first: bool
+) -> None:
+    name = "behind" if last_first else "ahead"
+    order = "priority, seq DESC" if last_first else "priority DESC, seq"
+    for state in (None, "available"):
+        for queue in (None, "busy"):
+            for cursor in (("NULL", "NULL"), ("'0'", "'20000'")):
+                args = (lit(state), lit(queue), "NULL", "NULL", "NULL", *cursor, str(PAGE + 1))
+                for plan in await plans(backlog, name, *args):
+                    assert_indexed(plan, "werk_jobs_claim_idx")
+                    # per queue: its heads, then two pages (the cursor's priority, the rest)
+                    assert_reads_at_most(plan, 3 * (3 + 2 * (PAGE + 1)))
+
+            every = await backlog.fetch(
+                "SELECT jid, priority, seq FROM werk_jobs"
+                " WHERE state = 'available' AND ($1::text IS NULL OR queue = $1)"
+                f" ORDER BY {order}",
+                queue,
+            )
+            # From the first page, and across the first change of priority.
+            crossing = [r["priority"] for r in every].index(every[-1]["priority"]) - 75
+            for start in (0, crossing):
+                after = (
+                    None if start == 0 else (every[start - 1]["priority"], every[start - 1]["seq"])
+                )
+                listed: list[str] = []
+                for _ in range(3):
+                    rows = await admin_queries.list_available_jobs(
+                        backlog,
+                        JobFilter(state=state, queue=queue),
+                        last_first=last_first,
+                        after=after,
+                        limit=PAGE,
+                    )
+                    assert len(rows) == PAGE
+                    listed += [r["jid"] for r in rows]
+                    after = (rows[-1]["priority"], rows[-1]["seq"])
+                expected = every[start : start + 3 * PAGE]
+                assert listed == [r["jid"] for r in expected], (state, queue, start)
+                if start:
+                    assert len({r["priority"] for r in expected}) == 2
+    none = await admin_queries.list_available_jobs(
+        backlog, JobFilter(state="dead"), last_first=last_first, after=None, limit=PAGE
+    )
+    assert none == []
 
 
 async def test_worker_list_counts_busy_jobs_through_the_active_index(
@@ -278,8 +332,10 @@ async def test_bulk_actions_on_a_queue_read_it_through_the_indexes(
         if action == "retry":  # dead and scheduled jobs only: no active ones
             assert_indexed(custom, "werk_jobs_queue_state_idx")
             assert "werk_jobs_active_idx" not in custom, custom
-        else:
-            assert_indexed(custom, "werk_jobs_queue_state_idx", "werk_jobs_active_idx")
+        else:  # available jobs too, in claim order
+            assert_indexed(
+                custom, "werk_jobs_queue_state_idx", "werk_jobs_active_idx", "werk_jobs_claim_idx"
+            )
         assert_reads_at_most(custom, ACTIVE)
         for cte in set(writes.values()):
             if cte != writes[action]:  # a write, then the Result that never runs it

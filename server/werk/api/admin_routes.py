@@ -73,7 +73,9 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> Response:
     """Jobs matching the filters, a page at a time (keyset pagination: pages cost the same
-    however deep), newest or oldest first."""
+    however deep). Jobs that are not available come by creation time, newest or oldest first;
+    the available jobs come after them in the order workers take them (highest priority, then
+    first enqueued): `oldest` lists the next in line first, `newest` the last."""
     page = await services.admin.list_jobs(
         JobQuery(state=state, queue=queue, jobtype=jobtype, text=q, failed=failed),
         cursor=cursor,

@@ -75,6 +75,8 @@ async def list_jobs(
     after: tuple[datetime, str] | None,
     limit: int,
 ) -> list[Any]:
+    """A page of the matching jobs that are not available, by creation time after ``after``
+    (created_at, jid)."""
     created_at, jid = after if after is not None else (None, None)
     return await db.fetch(job_list_sql(newest_first), *where.args(), created_at, jid, limit)
 
@@ -86,6 +88,29 @@ def job_list_sql(newest_first: bool) -> str:
     return sql("admin_job_list", pairs="queue_state_pairs", search="admin_job_search",
                matched="admin_job_list.matched", order=f"admin_job_list.{order}",
                after=f"admin_job_list.{after}")  # fmt: skip
+
+
+async def list_available_jobs(
+    db: Executor,
+    where: JobFilter,
+    *,
+    last_first: bool,
+    after: tuple[int, int] | None,
+    limit: int,
+) -> list[Any]:
+    """A page of the matching available jobs in the order workers take them (or its reverse)
+    after ``after`` (priority, seq)."""
+    priority, seq = after if after is not None else (None, None)
+    return await db.fetch(job_list_available_sql(last_first), *where.args(), priority, seq, limit)
+
+
+def job_list_available_sql(last_first: bool) -> str:
+    """admin_job_list_available.sql in one order (walk before filter: the walk holds it)."""
+    order = "behind" if last_first else "ahead"
+    name = "admin_job_list_available"
+    return sql(name, pairs="queue_state_pairs", search="admin_job_search",
+               walk=f"{name}.{order}", filter=f"{name}.filter", after=f"{name}.after_{order}",
+               order=f"{name}.order_{order}")  # fmt: skip
 
 
 JOB_ACTIONS = frozenset({"retry", "kill", "cancel", "delete"})

@@ -80,18 +80,36 @@ class JobPage:
     next_cursor: str | None
 
 
+AVAILABLE = JobState.AVAILABLE.value
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a page ended: among the jobs that are not available, at (created_at, jid); among
+    the available ones, which are listed after them in the order workers take them, at
+    (priority, seq)."""
+
+    created: tuple[datetime, str] | None = None
+    claim: tuple[int, int] | None = None
+
+
 def encode_cursor(row: Row) -> str:
-    raw = orjson.dumps([row["created_at"].isoformat(), row["jid"]])
+    if row["state"] == AVAILABLE:
+        raw = orjson.dumps([row["priority"], row["seq"]])
+    else:
+        raw = orjson.dumps([row["created_at"].isoformat(), row["jid"]])
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
+def decode_cursor(cursor: str) -> Cursor:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, jid = orjson.loads(raw)
-        if not isinstance(jid, str) or "\x00" in jid:  # no stored jid holds NUL
+        first, second = orjson.loads(raw)
+        if type(first) is int and type(second) is int:
+            return Cursor(claim=(first, second))
+        if not isinstance(second, str) or "\x00" in second:  # no stored jid holds NUL
             raise ValueError("not a jid")
-        return check_time(datetime.fromisoformat(created_at)), jid
+        return Cursor(created=(check_time(datetime.fromisoformat(first)), second))
     except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError) as exc:
         raise InvalidRequest(
             "invalid cursor: pass next_cursor from the previous page unchanged",
@@ -115,16 +133,23 @@ class AdminService:
         limit: int = 50,
         newest_first: bool = True,
     ) -> JobPage:
-        """One page of matching jobs; ``next_cursor`` is None on the last page."""
+        """One page of matching jobs; ``next_cursor`` is None on the last page. The jobs that
+        are not available come by creation time; the available ones after them, in the order
+        workers take them (newest first: the last in line first)."""
         if not 1 <= limit <= PAGE_MAX:
             raise InvalidRequest(f"limit must be between 1 and {PAGE_MAX}")
-        rows = await admin_queries.list_jobs(
-            self._pool,
-            query.to_filter(),
-            newest_first=newest_first,
-            after=decode_cursor(cursor) if cursor else None,
-            limit=limit + 1,
-        )
+        where = query.to_filter()
+        after = decode_cursor(cursor) if cursor else Cursor()
+        rows: list[Row] = []
+        if where.state != AVAILABLE and after.claim is None:
+            rows = await admin_queries.list_jobs(
+                self._pool, where, newest_first=newest_first, after=after.created, limit=limit + 1
+            )
+        if where.state in (None, AVAILABLE) and len(rows) <= limit:
+            rows += await admin_queries.list_available_jobs(
+                self._pool, where, last_first=newest_first, after=after.claim,
+                limit=limit + 1 - len(rows),
+            )  # fmt: skip
         more = len(rows) > limit
         rows = rows[:limit]
         return JobPage(

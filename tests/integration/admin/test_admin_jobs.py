@@ -109,6 +109,46 @@ async def test_list_pages_newest_and_oldest_first(api: InProcess) -> None:
     assert [j["jid"] for j in second["jobs"]] == pushed[3:6]
 
 
+async def pages(api: InProcess, **params: Any) -> list[list[str]]:
+    """Every page of the list, following next_cursor."""
+    found: list[list[str]] = []
+    cursor = None
+    while True:
+        page = await list_jobs(api, **params, **({"cursor": cursor} if cursor else {}))
+        found.append([j["jid"] for j in page["jobs"]])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return found
+
+
+async def test_available_jobs_are_listed_in_the_order_workers_take_them(api: InProcess) -> None:
+    """Available jobs come in claim order (highest priority, then first enqueued), after the
+    jobs of the other states, which come by creation time; a page may hold both."""
+    dead = await dead_job(api, queue="q")
+    api.clock.advance(1)
+    low = await push(api, queue="q", priority=-1)
+    api.clock.advance(1)
+    high = await push(api, queue="q", priority=5)
+    api.clock.advance(1)
+    scheduled = await scheduled_job(api, queue="q")
+    api.clock.advance(1)
+    mid = await push(api, queue="q")
+    api.clock.advance(1)
+    other = await push(api, queue="other", priority=5)
+
+    assert await pages(api, state="available", queue="q", order="oldest") == [[high, mid, low]]
+    assert await pages(api, state="available", queue="q") == [[low, mid, high]]
+    # across queues, merged on priority then enqueue order
+    assert await pages(api, state="available", order="oldest", limit=2) == [
+        [high, other], [mid, low]
+    ]  # fmt: skip
+    assert await pages(api, queue="q", limit=2) == [[scheduled, dead], [low, mid], [high]]
+    assert await pages(api, queue="q", limit=3, order="oldest") == [
+        [dead, scheduled, high], [mid, low]
+    ]  # fmt: skip
+    assert (await fetch_one(api, "q"))["jid"] == high
+
+
 async def test_list_rejects_bad_input(api: InProcess) -> None:
     assert (await api.http.get("/v1/jobs", params={"state": "nope"})).status_code == 422
     r = await api.http.get("/v1/jobs", params={"cursor": "garbage!"})

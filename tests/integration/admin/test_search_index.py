@@ -87,9 +87,10 @@ async def answers(api: InProcess) -> list[set[str]]:
 
 
 async def list_plans(conn: asyncpg.Connection, q: str, queue: str = "NULL") -> list[str]:
-    """The custom and generic plans of the job list for q (newest first, no other filter)."""
+    """The custom and generic plans of the list of available jobs for q (the last in line
+    first, no other filter)."""
     return await plans(
-        conn, "newest", "NULL", queue, "NULL", f"'{q}'", "NULL", "NULL", "NULL", "51"
+        conn, "behind", "NULL", queue, "NULL", f"'{q}'", "NULL", "NULL", "NULL", "51"
     )
 
 

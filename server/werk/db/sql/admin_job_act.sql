@@ -1,8 +1,8 @@
 -- An operator's action $9 on the jobs matching the filters (NULL = any): $1 state, $2 queue,
 -- $3 jobtype, $4 q (words, see werk_job_search), $5 has failed at least once (the filter is
 -- werk_job_filter, migration 0011), $6 these jids
--- only; at most $7 jobs, oldest first, at $8 (NULL = now). Rows another transaction holds are
--- skipped. Returns the jobs changed.
+-- only; at most $7 jobs, at $8 (NULL = now): the oldest first, the available ones in the order
+-- workers take them. Rows another transaction holds are skipped. Returns the jobs changed.
 --   'retry'   dead, expired, skipped and scheduled (incl. retrying) jobs become available,
 --             queued behind the work already waiting; a dead or expired one runs without its
 --             expiry and without a unique lock (another job may hold its key by now);
@@ -13,39 +13,47 @@
 --   'delete'  jobs in any state are deleted (an active job's worker then gets job_not_found).
 -- An active job killed or cancelled loses its lease (its worker's ack or fail gets lease_lost).
 -- The action is a constant in each plan (PostgreSQL plans these statements per call): the state
--- terms of the other actions fold away, and so do their writes. The states are written as two
--- terms where active jobs are included, each of which an index can serve:
--- werk_jobs_queue_state_idx leaves active jobs out.
+-- terms of the other actions fold away, and so do their writes. Available jobs are read apart,
+-- in claim order from werk_jobs_claim_idx: werk_jobs_queue_state_idx leaves them out, and active
+-- jobs too (the states are written as two terms where those are included, each of which an index
+-- can serve).
 -- A search (q) finds its jobs as the job pages do (the search and indexed CTEs of
 -- admin_job_search.sql): from the words indexes, the available jobs from
 -- werk_jobs_available_words_idx where it is valid and walked otherwise, the active ones walked.
--- Each source locks its own oldest $7 (a locking SELECT cannot be a UNION), and the target is
+-- Each source locks its own first $7 (a locking SELECT cannot be a UNION), and the target is
 -- the oldest $7 of them all.
 WITH clock AS (
     SELECT coalesce($8::timestamptz, now()) AS now
 ),
 /*search*/,
--- The jobs of werk_jobs read by state and queue, each tested row by row: without q, every job
--- the filters and the action cover; with q, the active ones (few, and in no words index).
+-- The jobs of werk_jobs but the available ones, read by state and queue, each tested row by row:
+-- without q, every job the filters and the action cover; with q, the active ones (few, and in
+-- no words index).
 live AS (
     SELECT j.jid, j.state, j.created_at
     FROM werk_jobs j
-    WHERE ($4::text IS NULL OR j.state = 'active')
+    WHERE ($4::text IS NULL OR j.state = 'active') AND j.state <> 'available'
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, $4::text, (SELECT words FROM search), $5::boolean)
       AND /*bounds*/
+    ORDER BY j.created_at, j.jid
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
 ),
--- With q, the available jobs, walked and tested row by row while werk_jobs_available_words_idx
--- cannot be read. That test names no column of a job, so it is decided once, before the walk:
--- where the index is read, the walk does not start.
-walked AS (
+-- The available jobs, in claim order, each tested row by row: without q, or with q while
+-- werk_jobs_available_words_idx cannot be read. That test names no column of a job, so it is
+-- decided once, before the walk: where the index is read, the walk does not start.
+queued AS (
     SELECT j.jid, j.state, j.created_at
     FROM werk_jobs j
-    WHERE $4::text IS NOT NULL AND NOT (SELECT valid FROM indexed)
+    WHERE ($4::text IS NULL OR NOT (SELECT valid FROM indexed))
       AND j.state = 'available'
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, $4::text, (SELECT words FROM search), $5::boolean)
       AND /*bounds*/
+    ORDER BY j.queue, j.priority DESC, j.seq
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
 ),
 -- With q, the other jobs of werk_jobs whose words match, from werk_jobs_words_idx (which leaves
 -- available and active jobs out)...
@@ -58,6 +66,9 @@ searched AS (
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, NULL, NULL, $5::boolean)
       AND /*bounds*/
+    ORDER BY j.created_at, j.jid
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
 ),
 -- ... and the available ones from werk_jobs_available_words_idx, when it is valid.
 found AS (
@@ -69,6 +80,9 @@ found AS (
       AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, NULL, NULL, $5::boolean)
       AND /*bounds*/
+    ORDER BY j.queue, j.priority DESC, j.seq
+    LIMIT $7
+    FOR UPDATE OF j SKIP LOCKED
 ),
 -- Completed jobs, kept in a table of their own (0017_completed_jobs_table.sql), are only
 -- deleted; with q, found through werk_completed_jobs_words_idx.
@@ -89,7 +103,7 @@ kept AS (
 ),
 target AS (
     SELECT t.jid, t.state
-    FROM (SELECT * FROM live UNION ALL SELECT * FROM walked UNION ALL SELECT * FROM searched
+    FROM (SELECT * FROM live UNION ALL SELECT * FROM queued UNION ALL SELECT * FROM searched
           UNION ALL SELECT * FROM found UNION ALL SELECT * FROM kept) t
     ORDER BY t.created_at, t.jid
     LIMIT $7
@@ -160,7 +174,7 @@ UNION ALL SELECT jid, queue FROM deleted
 UNION ALL SELECT jid, queue FROM deleted_kept
 
 -- part bounds: the state, queue and jid bounds, and the states the action applies to, of job j
--- in werk_jobs, and the oldest $7 such jobs, locked (each source of jobs above ends with it).
+-- in werk_jobs (each source of jobs above ends with it, before its order).
 ($1::werk_job_state IS NULL OR j.state = $1::werk_job_state)
 AND ($2::text IS NULL OR j.queue = $2::text)
 AND ($6::text[] IS NULL OR j.jid = ANY($6::text[]))
@@ -175,6 +189,3 @@ AND CASE
                  OR j.state = 'active'
         ELSE false
     END
-ORDER BY j.created_at, j.jid
-LIMIT $7
-FOR UPDATE OF j SKIP LOCKED

@@ -1,17 +1,15 @@
--- One page of jobs matching the filters (NULL = any): $1 state, $2 queue, $3 jobtype, $4 q
--- (words, see werk_job_search), $5 has failed at least once (the filter is werk_job_filter,
--- migration 0011). The page starts after the cursor ($6 created_at, $7 jid; NULL = first page);
--- $8 rows. Newest or oldest first: the order marker (part desc or asc) and the after marker
--- (part older or newer: the cursor bound) say which.
--- Keyset paging, so a page costs the same on the first and the thousandth page: jobs that are not
--- active are read in order per (queue, state) pair (queue_state_pairs.sql) from
--- werk_jobs_queue_state_idx, at most $8 per pair (no index orders a state across queues, nor a
--- queue across states); active jobs, which the index leaves out, are few and read through
--- werk_jobs_active_idx. The first $8 of those are the page. A search (q) reads the jobs whose
--- words match from werk_jobs_words_idx instead of walking the pairs, except the available jobs,
--- which that index leaves out: those are read from werk_jobs_available_words_idx where the
--- operator made it (WERK_SEARCH_AVAILABLE) and it is valid, else walked per queue (the search
--- and indexed CTEs of admin_job_search.sql, which the bulk actions read the same way). The
+-- One page of the jobs that are not available matching the filters (NULL = any): $1 state, $2
+-- queue, $3 jobtype, $4 q (words, see werk_job_search), $5 has failed at least once (the filter
+-- is werk_job_filter, migration 0011). The page starts after the cursor ($6 created_at, $7 jid;
+-- NULL = first page); $8 rows. Newest or oldest first: the order marker (part desc or asc) and
+-- the after marker (part older or newer: the cursor bound) say which. Available jobs are listed
+-- by admin_job_list_available.sql, in the order workers take them.
+-- Keyset paging, so a page costs the same on the first and the thousandth page: jobs that are
+-- neither available nor active are read in order per (queue, state) pair (the held CTE of
+-- queue_state_pairs.sql) from werk_jobs_queue_state_idx, at most $8 per pair (no index orders a
+-- state across queues, nor a queue across states); active jobs, which the index leaves out, are
+-- few and read through werk_jobs_active_idx. The first $8 of those are the page. A search (q)
+-- reads the jobs whose words match from werk_jobs_words_idx instead of walking the pairs. The
 -- bounds are written so that an index can use them in a generic plan too: coalesce, not
 -- "$n IS NULL OR". Completed jobs are read the same way from werk_completed_jobs, through
 -- werk_stored_jobs.
@@ -19,11 +17,11 @@ WITH RECURSIVE /*pairs*/,
 /*search*/,
 candidates AS (
     SELECT k.created_at, k.jid
-    FROM pairs p
+    FROM held p
     CROSS JOIN LATERAL (
         SELECT j.created_at, j.jid
         FROM werk_stored_jobs j
-        WHERE j.state <> 'active' AND j.queue = p.queue AND j.state = p.state
+        WHERE j.state NOT IN ('active', 'available') AND j.queue = p.queue AND j.state = p.state
           AND (j.created_at, j.jid) /*after*/
           AND werk_job_filter(j.jobtype, j.errtype, j.message, j.args, j.custom, j.failed_at,
                           $3::text, $4::text, (SELECT words FROM search), $5::boolean)
@@ -31,15 +29,7 @@ candidates AS (
         LIMIT $8
     ) k
     WHERE ($1::werk_job_state IS NULL OR p.state = $1::werk_job_state)
-      AND ($4::text IS NULL OR (p.state = 'available' AND NOT (SELECT valid FROM indexed)))
-    UNION ALL
-    SELECT j.created_at, j.jid
-    FROM werk_jobs j
-    WHERE $4::text IS NOT NULL AND (SELECT valid FROM indexed)
-      AND werk_job_words(j.errtype, j.message, j.args, j.custom) @@ (SELECT words FROM search)
-      AND j.state = 'available'
-      AND ($1::werk_job_state IS NULL OR $1::werk_job_state = 'available')
-      AND /*matched*/
+      AND $4::text IS NULL
     UNION ALL
     SELECT j.created_at, j.jid
     FROM werk_stored_jobs j

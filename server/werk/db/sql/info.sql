@@ -1,6 +1,6 @@
 -- Everything /v1/info shows, in one round trip. Jobs that are not active are counted per (queue,
 -- state) pair (queue_state_counts.sql), as in queue_list.sql, which gives the queues' sizes and
--- latency too; active jobs, which that index leaves out, through werk_jobs_active_idx.
+-- latency too; active jobs, which the admin indexes leave out, through werk_jobs_active_idx.
 -- $2 is always NULL: the queue bound of queue_state_pairs.sql (every queue).
 WITH RECURSIVE clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now

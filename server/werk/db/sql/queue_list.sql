@@ -2,8 +2,8 @@
 -- not NULL: size (available jobs), latency (age of the oldest available job at $1), counts per
 -- state and the paused flag. Jobs that are not active are counted per (queue, state) pair
 -- (queue_state_pairs.sql finds the pairs, queue_state_counts.sql counts each): a plain GROUP BY
--- over that many rows is planned as a scan of the table. Active jobs, which
--- the index leaves out, are few: they are counted through werk_jobs_active_idx.
+-- over that many rows is planned as a scan of the table. Active jobs, which the admin indexes
+-- leave out, are few: they are counted through werk_jobs_active_idx.
 WITH RECURSIVE clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
