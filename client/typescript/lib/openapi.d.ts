@@ -264,7 +264,9 @@ export interface paths {
         /**
          * List Jobs
          * @description Jobs matching the filters, a page at a time (keyset pagination: pages cost the same
-         *     however deep), newest or oldest first.
+         *     however deep). Jobs that are not available come by creation time, newest or oldest first;
+         *     the available jobs come after them in the order workers take them (highest priority, then
+         *     first enqueued): `oldest` lists the next in line first, `newest` the last.
          */
         get: operations["admin-jobs-list"];
         put?: never;

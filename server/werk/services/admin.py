@@ -19,7 +19,8 @@ import orjson
 from werk.db import admin_queries, queries
 from werk.db.admin_queries import JobFilter
 from werk.domain.clock import Clock
-from werk.domain.job import JobState, WorkerState
+from werk.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobState, WorkerState
+from werk.domain.json_values import INT64
 from werk.domain.times import check_time
 from werk.errors import InvalidRequest, JobNotFound, JobStateConflict, WorkerNotFound
 from werk.services.queues import check_queue_name
@@ -106,6 +107,8 @@ def decode_cursor(cursor: str) -> Cursor:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         first, second = orjson.loads(raw)
         if type(first) is int and type(second) is int:
+            if not (PRIORITY_MIN <= first <= PRIORITY_MAX and 0 <= second < INT64):
+                raise ValueError("not a place in a queue")
             return Cursor(claim=(first, second))
         if not isinstance(second, str) or "\x00" in second:  # no stored jid holds NUL
             raise ValueError("not a jid")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
@@ -154,6 +156,10 @@ async def test_list_rejects_bad_input(api: InProcess) -> None:
     r = await api.http.get("/v1/jobs", params={"cursor": "garbage!"})
     assert r.status_code == 422
     assert r.headers["content-type"] == "application/problem+json"
+    for forged in ([1001, 1], [0, 2**63], [0, -1], [True, 1]):  # no place in any queue
+        cursor = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
+        r = await api.http.get("/v1/jobs", params={"cursor": cursor})
+        assert r.status_code == 422 and r.json()["code"] == "invalid_request", forged
     assert (await api.http.get("/v1/jobs", params={"limit": 0})).status_code == 422
     assert (await api.http.get("/v1/jobs", params={"queue": "bad queue"})).status_code == 422
 
