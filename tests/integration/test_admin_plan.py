@@ -269,7 +269,7 @@ async def test_available_job_pages_read_the_claim_index_in_claim_order(
                 f" ORDER BY {order}",
                 queue,
             )
-            # From the first page, and across the first change of priority.
+            # From the first page, and across the last change of priority.
             crossing = [r["priority"] for r in every].index(every[-1]["priority"]) - 75
             for start in (0, crossing):
                 after = (
