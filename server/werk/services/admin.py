@@ -81,9 +81,6 @@ class JobPage:
     next_cursor: str | None
 
 
-AVAILABLE = JobState.AVAILABLE.value
-
-
 @dataclass(frozen=True, slots=True)
 class Cursor:
     """Where a page ended: among the jobs that are not available, at (created_at, jid); among
@@ -95,7 +92,7 @@ class Cursor:
 
 
 def encode_cursor(row: Row) -> str:
-    if row["state"] == AVAILABLE:
+    if row["state"] == JobState.AVAILABLE:
         raw = orjson.dumps([row["priority"], row["seq"]])
     else:
         raw = orjson.dumps([row["created_at"].isoformat(), row["jid"]])
@@ -144,11 +141,11 @@ class AdminService:
         where = query.to_filter()
         after = decode_cursor(cursor) if cursor else Cursor()
         rows: list[Row] = []
-        if where.state != AVAILABLE and after.claim is None:
+        if where.state != JobState.AVAILABLE and after.claim is None:
             rows = await admin_queries.list_jobs(
                 self._pool, where, newest_first=newest_first, after=after.created, limit=limit + 1
             )
-        if where.state in (None, AVAILABLE) and len(rows) <= limit:
+        if where.state in (None, JobState.AVAILABLE) and len(rows) <= limit:
             rows += await admin_queries.list_available_jobs(
                 self._pool, where, last_first=newest_first, after=after.claim,
                 limit=limit + 1 - len(rows),
