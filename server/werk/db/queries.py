@@ -198,11 +198,11 @@ async def ack_jobs(
     by_worker: Mapping[str, str] | None = None,
     results: Mapping[str, Any] | None = None,
 ) -> tuple[set[str], set[str]]:
-    """Complete each job named in ``leases`` whose current lease is the one given, and each in
-    ``by_worker`` held by the worker given (Faktory's ACK names no lease), storing the result
-    ``results`` maps its jid to on the jobs kept. Returns the jids completed and those of them
-    kept as completed jobs. A jid is named once: a caller with two leases for one job sends two
-    statements.
+    """Complete each job named in ``leases`` whose current lease is the one given (in canonical
+    form: the statement compares leases as text), and each in ``by_worker`` held by the worker
+    given (Faktory's ACK names no lease), storing the result ``results`` maps its jid to on the
+    jobs kept. Returns the jids completed and those of them kept as completed jobs. A jid is
+    named once: a caller with two leases for one job sends two statements.
 
     The jobs deleted at ack are completed first (job_ack.sql's part deleted); the others named,
     if any, are written again with part any, which keeps them."""

@@ -20,6 +20,8 @@
 -- reads the whole list once per job it scans, which grows with the square of the batch; by key
 -- an ack costs the same in every such state.
 -- jsonb, not json: ->> looks a key up by binary search in jsonb, by a scan of the text in json.
+-- Leases are compared as text: the caller gives each in canonical form (what uuid's output
+-- writes), and parsing a UUID per row costs more than writing one.
 -- "Active" is said as "holds a lease" (the same thing: werk_jobs_lease_iff_active), never as
 -- state = 'active', which would let the planner walk werk_jobs_active_idx over every active job.
 -- (SELECT jids FROM named)::text[] is one array value; without the cast, ANY (SELECT ...) would
@@ -31,7 +33,7 @@ WITH named AS (
 deleted AS (
     DELETE FROM werk_jobs j
     WHERE NOT $3::boolean AND j.jid = ANY ((SELECT jids FROM named)::text[])
-      AND (j.lease = ($2::jsonb ->> j.jid)::uuid
+      AND (j.lease::text = $2::jsonb ->> j.jid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
       AND j.keep_result_for IS NULL AND j.dependents IS NULL
     RETURNING j.jid, j.queue, j.dependencies
@@ -68,7 +70,7 @@ moved AS (
     DELETE FROM werk_jobs j
     WHERE (SELECT count(*) FROM deleted) < (SELECT cardinality(jids) FROM named)
       AND j.jid = ANY ((SELECT jids FROM named)::text[])
-      AND (j.lease = ($2::jsonb ->> j.jid)::uuid
+      AND (j.lease::text = $2::jsonb ->> j.jid
            OR (j.lease IS NOT NULL AND j.wid = $5::jsonb ->> j.jid))
       AND ($3::boolean OR j.keep_result_for IS NOT NULL OR j.dependents)
     RETURNING j.*
