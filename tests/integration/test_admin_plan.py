@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
+from typing import Any
 
 import asyncpg
 import pytest
@@ -139,6 +141,19 @@ def lit(value: str | None) -> str:
     return "NULL" if value is None else f"'{value}'"
 
 
+async def three_pages(
+    page: Callable[..., Awaitable[list[Any]]], after: Any, cursor: Callable[[Any], Any]
+) -> list[Any]:
+    """Three full pages in turn, each read after the cursor of the last row of the one before."""
+    rows: list[Any] = []
+    for _ in range(3):
+        got = await page(after=after)
+        assert len(got) == PAGE
+        rows += got
+        after = cursor(got[-1])
+    return rows
+
+
 async def counts_per_queue(conn: asyncpg.Connection) -> dict[str, dict[str, int]]:
     rows = await conn.fetch(
         "SELECT queue, state::text, count(*) AS n FROM werk_stored_jobs GROUP BY 1, 2"
@@ -230,19 +245,18 @@ async def test_job_pages_merge_active_and_other_jobs_from_the_indexes(
                 state,
                 queue,
             )
-            listed: list[tuple[str, str]] = []
-            after = None
-            for _ in range(3):
-                rows = await admin_queries.list_jobs(
+            rows = await three_pages(
+                partial(
+                    admin_queries.list_jobs,
                     backlog,
                     JobFilter(state=state, queue=queue),
                     newest_first=newest_first,
-                    after=after,
                     limit=PAGE,
-                )
-                assert len(rows) == PAGE
-                listed += [(r["jid"], r["state"]) for r in rows]
-                after = (rows[-1]["created_at"], rows[-1]["jid"])
+                ),
+                None,
+                lambda r: (r["created_at"], r["jid"]),
+            )
+            listed = [(r["jid"], r["state"]) for r in rows]
             assert listed == [(r["jid"], r["state"]) for r in expected], (state, queue)
             if state is None:
                 assert {"active", "completed", "dead"} <= {s for _, s in listed}
@@ -275,18 +289,18 @@ async def test_available_job_pages_read_the_claim_index_in_claim_order(
                 after = (
                     None if start == 0 else (every[start - 1]["priority"], every[start - 1]["seq"])
                 )
-                listed: list[str] = []
-                for _ in range(3):
-                    rows = await admin_queries.list_available_jobs(
+                rows = await three_pages(
+                    partial(
+                        admin_queries.list_available_jobs,
                         backlog,
                         JobFilter(state=state, queue=queue),
                         last_first=last_first,
-                        after=after,
                         limit=PAGE,
-                    )
-                    assert len(rows) == PAGE
-                    listed += [r["jid"] for r in rows]
-                    after = (rows[-1]["priority"], rows[-1]["seq"])
+                    ),
+                    after,
+                    lambda r: (r["priority"], r["seq"]),
+                )
+                listed = [r["jid"] for r in rows]
                 expected = every[start : start + 3 * PAGE]
                 assert listed == [r["jid"] for r in expected], (state, queue, start)
                 if start:
