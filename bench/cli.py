@@ -73,6 +73,18 @@ class Runner:
             if reset:
                 await scenarios.reset(self.ctx)
             runs.append(await once())
+        return self.rated(scenario, variant, params, runs, extra=extra)
+
+    def rated(
+        self,
+        scenario: str,
+        variant: str,
+        params: dict[str, Any],
+        runs: list[dict[str, Any]],
+        *,
+        extra: str = "",
+    ) -> dict[str, Any]:
+        """Records ``runs`` of one rate scenario (``rate`` runs them back to back)."""
         rates = [r["rate"] for r in runs]
         s = _summary(rates)
         name = f"{scenario} {variant}".strip()
@@ -193,46 +205,54 @@ class Runner:
         of issue 30's targets with both figures."""
         c = self.ctx
         m: dict[str, dict[str, Any]] = {}
+        ratios: dict[str, float] = {}
 
         async def both(key: str, label: str, params: dict[str, Any], once: Any) -> None:
             m[key] = await self.rate("sdk", label, params, once)
 
-        await both("push1", "Client.push", {"jobs": c.jobs}, functools.partial(sdk.push, c, 1))
-        await both(
-            "lean_push1",
+        async def beside(key: str, label: str, lean_label: str, once: Any, lean: Any) -> None:
+            """The SDK's row and the lean client's taken in turn, a run of each per round:
+            the machine's speed drifts within a sitting, and the ratio of each round's pair
+            follows the clients rather than the drift."""
+            runs: list[dict[str, Any]] = []
+            lean_runs: list[dict[str, Any]] = []
+            for _ in range(c.repeat):
+                for taken, run in ((runs, once), (lean_runs, lean)):
+                    await scenarios.reset(c)
+                    taken.append(await run())
+            params = {"jobs": c.jobs}
+            m[key] = self.rated("sdk", label, params, runs)
+            m[f"lean_{key}"] = self.rated("sdk", lean_label, params, lean_runs)
+            ratios[key] = statistics.median(
+                a["rate"] / b["rate"] for a, b in zip(runs, lean_runs, strict=True)
+            )
+
+        await beside(
+            "push1",
+            "Client.push",
             "lean push clients=1",
-            {"jobs": c.jobs},
+            functools.partial(sdk.push, c, 1),
             functools.partial(scenarios.push_single, c, 1),
         )
-        await both(
+        await beside(
             "push8",
             "AsyncClient.push in-flight=8",
-            {"jobs": c.jobs},
-            functools.partial(sdk.push_async, c, 8),
-        )
-        await both(
-            "lean_push8",
             "lean push clients=8",
-            {"jobs": c.jobs},
+            functools.partial(sdk.push_async, c, 8),
             functools.partial(scenarios.push_single, c, 8),
         )
-        await both(
+        await beside(
             "many",
             "push_many batch=1000",
-            {"jobs": c.jobs},
+            "lean push-batch=1000 clients=1",
             functools.partial(sdk.push, c, 1000),
+            functools.partial(scenarios.push_batch, c, 1000, 1, sdk.QUEUE, as_sdk=True),
         )
         await both(
             "jids",
             "push_jids batch=1000",
             {"jobs": c.jobs},
             functools.partial(sdk.push, c, 1000, jids_only=True),
-        )
-        await both(
-            "lean_many",
-            "lean push-batch=1000 clients=1",
-            {"jobs": c.jobs},
-            functools.partial(scenarios.push_batch, c, 1000, 1, sdk.QUEUE, as_sdk=True),
         )
         for key, handler, concurrency in (
             ("work_async_200", "async", 200),
@@ -257,7 +277,7 @@ class Runner:
         built = sdk.construction(c)
         latency = {k: statistics.median(r[k] for r in lat) for k in ("p50_ms", "p99_ms")}
         lean_latency = {k: statistics.median(r[k] for r in lean_lat) for k in ("p50_ms", "p99_ms")}
-        rows = sdk.target_rows(m, latency, lean_latency, built)
+        rows = sdk.target_rows(m, ratios, latency, lean_latency, built)
         self.record(
             {
                 "scenario": "sdk",

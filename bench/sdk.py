@@ -270,23 +270,25 @@ def _verdict(ok: bool) -> str:
 
 def target_rows(
     m: dict[str, dict[str, Any]],
+    ratios: dict[str, float],
     latency: dict[str, float],
     lean_latency: dict[str, float],
     built: dict[str, float],
 ) -> list[dict[str, str]]:
-    """Issue 30's targets: what the SDK did, what the lean client did in the same run."""
+    """Issue 30's targets: what the SDK did, what the lean client did in the same run.
+    ``ratios``: SDK / lean, the median over rounds that ran the two in turn."""
 
     def median(key: str) -> float:
         return float(m[key]["median"]) if key in m else float("nan")
 
     rows = []
-    ratio = median("push1") / median("lean_push1")
+    ratio = ratios["push1"]
     rows.append(
         {
             "scenario": "Client.push, one at a time",
             "sdk": _rate(m.get("push1")) + f" (client {_cpu(m.get('push1'), 'client'):.0f} us/job)",
             "lean": _rate(m.get("lean_push1")) + " (1 connection)",
-            "target": f">= 0.8 x lean: {ratio:.2f} x {_verdict(ratio >= 0.8)}",
+            "target": f">= 0.8 x lean, run by run: {ratio:.2f} x {_verdict(ratio >= 0.8)}",
         }
     )
     rows.append(
@@ -298,13 +300,13 @@ def target_rows(
         }
     )
     many_cpu = _cpu(m.get("many"), "client")
-    ratio = median("many") / median("lean_many")
+    ratio = ratios["many"]
     rows.append(
         {
             "scenario": "push_many, 1,000 per call, full answer",
             "sdk": _rate(m.get("many")) + f" (client {many_cpu:.1f} us/job)",
             "lean": _rate(m.get("lean_many")) + " (1 connection)",
-            "target": f">= 0.8 x lean: {ratio:.2f} x {_verdict(ratio >= 0.8)}; "
+            "target": f">= 0.8 x lean, run by run: {ratio:.2f} x {_verdict(ratio >= 0.8)}; "
             f"client <= 5 us/job {_verdict(many_cpu <= 5)}",
         }
     )
