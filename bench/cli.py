@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -15,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import ab, floor, instructions, procstat, report, scenarios, sdk
+from bench import ab, floor, instructions, least_server, procstat, report, scenarios, sdk
 from bench.peers import harness as peers_harness
 from bench.scenarios import Context
 from bench.target import REPO, Db, Target, resolve_database, start_server
@@ -74,6 +75,28 @@ class Runner:
                 await scenarios.reset(self.ctx)
             runs.append(await once())
         return self.rated(scenario, variant, params, runs, extra=extra)
+
+    async def in_turn(
+        self,
+        scenario: str,
+        params: dict[str, Any],
+        first: tuple[str, Callable[[], Awaitable[dict[str, Any]]]],
+        second: tuple[str, Callable[[], Awaitable[dict[str, Any]]]],
+    ) -> tuple[dict[str, Any], dict[str, Any], float]:
+        """Two rows taken in turn, a run of each per round: the machine's speed drifts within a
+        sitting, and the ratio of each round's pair follows what differs between the rows rather
+        than the drift. Returns both rows and the median of the rounds' ratios, first / second."""
+        runs: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+        for _ in range(self.ctx.repeat):
+            for taken, (_, once) in zip(runs, (first, second), strict=True):
+                await scenarios.reset(self.ctx)
+                taken.append(await once())
+        ratio = statistics.median(a["rate"] / b["rate"] for a, b in zip(*runs, strict=True))
+        return (
+            self.rated(scenario, first[0], params, runs[0]),
+            self.rated(scenario, second[0], params, runs[1]),
+            ratio,
+        )
 
     def rated(
         self,
@@ -211,20 +234,8 @@ class Runner:
             m[key] = await self.rate("sdk", label, params, once)
 
         async def beside(key: str, label: str, lean_label: str, once: Any, lean: Any) -> None:
-            """The SDK's row and the lean client's taken in turn, a run of each per round:
-            the machine's speed drifts within a sitting, and the ratio of each round's pair
-            follows the clients rather than the drift."""
-            runs: list[dict[str, Any]] = []
-            lean_runs: list[dict[str, Any]] = []
-            for _ in range(c.repeat):
-                for taken, run in ((runs, once), (lean_runs, lean)):
-                    await scenarios.reset(c)
-                    taken.append(await run())
-            params = {"jobs": c.jobs}
-            m[key] = self.rated("sdk", label, params, runs)
-            m[f"lean_{key}"] = self.rated("sdk", lean_label, params, lean_runs)
-            ratios[key] = statistics.median(
-                a["rate"] / b["rate"] for a, b in zip(runs, lean_runs, strict=True)
+            m[key], m[f"lean_{key}"], ratios[key] = await self.in_turn(
+                "sdk", {"jobs": c.jobs}, (label, once), (lean_label, lean)
             )
 
         await beside(
@@ -362,6 +373,30 @@ class Runner:
             claim = functools.partial(floor.claim_and_ack, c, lean=lean)
             await self.rate("floor", f"sql push batch=1000{tag}", params, push)
             await self.rate("floor", f"sql claim+ack 100{tag}", params, claim)
+        assert c.target.database_url is not None
+        with least_server.started(c.target.database_url, c.target.pg_uid) as least:
+            werk, bare, ratio = await self.in_turn(
+                "floor",
+                {"clients": 1, "jobs": c.jobs},
+                ("http push clients=1 werk", functools.partial(scenarios.push_single, c, 1)),
+                (
+                    "http push clients=1 least server",
+                    functools.partial(
+                        scenarios.push_single, dataclasses.replace(c, target=least), 1
+                    ),
+                ),
+            )
+        self.record(
+            {
+                "scenario": "floor",
+                "variant": "http push",
+                "name": "floor http push",
+                "ratio": ratio,
+            },
+            f"{'floor':<12} {'http push clients=1':<24} werk {werk['median']:,.0f} jobs/s, the "
+            f"least server on this stack {bare['median']:,.0f} jobs/s (bench/least_server.py); "
+            f"werk / least, run by run: {ratio:.2f}",
+        )
         trips = [await floor.idle_round_trips(c) for _ in range(c.repeat)]
         parts = "  ".join(
             f"{name} p50 {statistics.median(t[name]['p50_ms'] for t in trips):.2f} ms"

@@ -11,6 +11,11 @@ It also measures the idle round trips the latency scenario is made of, at that s
 costs several times what it costs back to back, and a push is at least one HTTP hop plus one
 commit.
 
+And it sets `werk serve` beside the least server a push over HTTP can have on Werk's stack
+(bench/least_server.py), one push at a time from the lean client: what that server reaches is
+the most any server on this stack reaches here with Werk's table, and the gap is what the rest of
+Werk's work for a push costs.
+
 The ``lean`` variants run the same statements against a stripped copy of the job table (schema
 ``floor_lean``, found first on the connections' search path): only the indexes a queue cannot do
 without (the jid key, the claim order, scheduled promotion, lease expiry) and no check

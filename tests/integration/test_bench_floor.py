@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from bench import floor
+from bench import floor, least_server, scenarios
 from tests.support.harness import bench_context
 
 
@@ -27,3 +27,21 @@ async def test_the_floor_statements_push_claim_and_ack(database_url: str, lean: 
             assert await conn.fetchval("SELECT count(*) FROM werk_jobs") == 0
         finally:
             await conn.close()
+
+
+async def test_the_least_server_stores_the_lean_clients_pushes(database_url: str) -> None:
+    """The floor's least server (bench/least_server.py, its own process) stores each push the
+    lean client sends as an available job of werk_jobs, each with a jid of its own."""
+    with least_server.started(database_url, None) as least:
+        ctx = bench_context(database_url, jobs=20, url=least.url)
+        pushed = await scenarios.push_single(ctx, 1, "least-server")
+    assert pushed["jobs"] == 20
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT DISTINCT jid, state::text FROM werk_jobs WHERE queue = 'least-server'"
+        )
+    finally:
+        await conn.close()
+    assert len(rows) == 21  # and the warm-up's
+    assert {r["state"] for r in rows} == {"available"}
