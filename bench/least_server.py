@@ -57,6 +57,8 @@ def app_for(database_url: str) -> Any:
             while (await receive())["type"] == "lifespan.startup":
                 conn = await asyncpg.connect(database_url)
                 await send({"type": "lifespan.startup.complete"})
+            if conn is not None:
+                await conn.close()
             await send({"type": "lifespan.shutdown.complete"})
             return
         if scope["method"] != "POST":  # the harness's readiness check
