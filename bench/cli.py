@@ -375,7 +375,7 @@ class Runner:
             await self.rate("floor", f"sql claim+ack 100{tag}", params, claim)
         assert c.target.database_url is not None
         with least_server.started(c.target.database_url, c.target.pg_uid) as least:
-            werk, bare, ratio = await self.in_turn(
+            werk_row, least_row, ratio = await self.in_turn(
                 "floor",
                 {"clients": 1, "jobs": c.jobs},
                 ("http push clients=1 werk", functools.partial(scenarios.push_single, c, 1)),
@@ -393,9 +393,9 @@ class Runner:
                 "name": "floor http push",
                 "ratio": ratio,
             },
-            f"{'floor':<12} {'http push clients=1':<24} werk {werk['median']:,.0f} jobs/s, the "
-            f"least server on this stack {bare['median']:,.0f} jobs/s (bench/least_server.py); "
-            f"werk / least, run by run: {ratio:.2f}",
+            f"{'floor':<12} {'http push clients=1':<24} werk {werk_row['median']:,.0f} jobs/s, "
+            f"the least server on this stack {least_row['median']:,.0f} jobs/s "
+            f"(bench/least_server.py); werk / least, run by run: {ratio:.2f}",
         )
         trips = [await floor.idle_round_trips(c) for _ in range(c.repeat)]
         parts = "  ".join(

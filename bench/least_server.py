@@ -73,8 +73,9 @@ def app_for(database_url: str) -> Any:
         jid = job.jid or new_jids(1)[0]
         assert conn is not None
         created = await conn.fetchval(INSERT, jid, job.jobtype, job.queue, bytes(job.args).decode())
-        answer = {"jid": jid, "jobtype": job.jobtype, "queue": job.queue, "state": "available"}
-        await respond(send, 201, encode({**answer, "created_at": created}))
+        stored = {"jid": jid, "jobtype": job.jobtype, "queue": job.queue, "state": "available",
+                  "created_at": created}  # fmt: skip
+        await respond(send, 201, encode(stored))
 
     return app
 
