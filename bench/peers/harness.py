@@ -3,9 +3,9 @@
 Each driver is a long-lived process holding one queue library (producer and worker in that
 process) and answering JSON commands on stdin, one JSON line per answer on stdout. The harness
 empties the peer's tables before every command (outside the clock), reads the CPU of PostgreSQL
-and of the Werk server around it, and takes each rate from the driver's own clock. Repeats are
-interleaved (every peer once, then every peer again) so drift on a shared machine falls on all of
-them alike.
+and of the Werk server around it, and takes each rate from the driver's own clock. Every driver
+runs from start to end, and each row is taken of every peer in turn before the next row, so drift
+on a shared machine falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -185,12 +185,18 @@ async def _sql(dsn: str, statement: str) -> Any:
 
 
 class PeerRun:
-    """One driver process of one peer through the five rows."""
+    """One driver process of one peer, asked for one row at a time."""
 
     def __init__(self, ctx: Context, peer: Peer) -> None:
         self.ctx = ctx
         self.peer = peer
         self.dsn = peer.dsn or (ctx.target.database_url or "")
+        self._driver: Driver | None = None
+
+    @property
+    def driver(self) -> Driver:
+        assert self._driver is not None, "start() first"
+        return self._driver
 
     async def reset(self) -> None:
         if self.peer.database is None:
@@ -202,11 +208,11 @@ class PeerRun:
         server = self.ctx.target.pid if self.peer.database is None else None
         return CpuMeter(server, self.ctx.target.pg_uid)
 
-    async def measured(self, driver: Driver, command: dict[str, Any]) -> dict[str, Any]:
+    async def measured(self, command: dict[str, Any]) -> dict[str, Any]:
         meter = self.meter()
         meter.start()
         t0 = time.perf_counter()
-        answer = await driver.ask(command)
+        answer = await self.driver.ask(command)
         cpu = meter.stop(time.perf_counter() - t0)
         jobs = max(int(answer["jobs"]), 1)
         answer["cpu_us_per_job"] = {
@@ -219,48 +225,52 @@ class PeerRun:
             answer["rate"] = answer["jobs"] / max(answer["seconds"], 1e-9)
         return answer
 
-    async def run(self) -> dict[str, Any]:
+    async def start(self) -> dict[str, Any]:
+        """Starts the driver and runs every row once, unmeasured, on the fresh process: a JIT's
+        warm-up (Node's) and the first connections stay out of the figures for every peer
+        alike, as they are out of the Python SDK's, whose process is long running. Returns the
+        versions the driver reports."""
         c = self.ctx
-        busy = await scenarios.wait_quiet(c) if c.quiet_wait > 0 else None
-        driver, hello = await Driver.start(_command(self.peer, c))
-        out: dict[str, Any] = {"versions": hello["versions"], "busy_before_pct": busy}
-        try:
-            # Every row over the same number of jobs as the Python SDK's rows of the same run.
-            pushes = (
-                ("push1", {"cmd": "push", "jobs": c.jobs, "inflight": 1}),
-                ("push8", {"cmd": "push", "jobs": c.jobs, "inflight": 8}),
-                ("batch", {"cmd": "batch", "jobs": c.jobs, "size": BATCH}),
-            )
-            seed = {"cmd": "seed", "jobs": c.jobs, "size": BATCH}
-            # Every row once, unmeasured, on this fresh process: a JIT's warm-up (Node's) and the
-            # first connections stay out of the figures for every peer alike, as they are out of
-            # the Python SDK's, whose process is long running.
-            for _, command in pushes:
-                await self.reset()
-                await driver.ask(command)
+        self._driver, hello = await Driver.start(_command(self.peer, c))
+        for key in ("push1", "push8", "batch"):
             await self.reset()
-            await driver.ask(seed)
-            await driver.ask({"cmd": "work", "jobs": c.jobs})
-            for key, command in pushes:
-                await self.reset()
-                out[key] = await self.measured(driver, command)
-            await self.reset()
-            await driver.ask(seed)
-            out["work"] = await self.measured(driver, {"cmd": "work", "jobs": c.jobs})
-            out["work"]["left"] = int(await _sql(self.dsn, self.peer.left_sql))
-            await self.reset()
-            out["latency"] = await self.measured(
-                driver,
-                {
-                    "cmd": "latency",
-                    "jobs": c.latency_jobs,
-                    "interval_ms": c.latency_interval * 1e3,
-                    "settle_ms": SETTLE_MS,
-                },
-            )
-        finally:
-            await driver.close()
+            await self.driver.ask(self._command(key))
+        await self.reset()
+        await self.driver.ask({"cmd": "seed", "jobs": c.jobs, "size": BATCH})
+        await self.driver.ask(self._command("work"))
+        versions: dict[str, Any] = hello["versions"]
+        return versions
+
+    def _command(self, key: str) -> dict[str, Any]:
+        """Each row over the same number of jobs as the Python SDK's rows of the same run."""
+        c = self.ctx
+        return {
+            "push1": {"cmd": "push", "jobs": c.jobs, "inflight": 1},
+            "push8": {"cmd": "push", "jobs": c.jobs, "inflight": 8},
+            "batch": {"cmd": "batch", "jobs": c.jobs, "size": BATCH},
+            "work": {"cmd": "work", "jobs": c.jobs},
+            "latency": {
+                "cmd": "latency",
+                "jobs": c.latency_jobs,
+                "interval_ms": c.latency_interval * 1e3,
+                "settle_ms": SETTLE_MS,
+            },
+        }[key]
+
+    async def row(self, key: str) -> dict[str, Any]:
+        """One row measured (``key`` of ROWS), on tables emptied first; the processed row's
+        jobs are pushed before its clock starts."""
+        await self.reset()
+        if key == "work":
+            await self.driver.ask({"cmd": "seed", "jobs": self.ctx.jobs, "size": BATCH})
+        out = await self.measured(self._command(key))
+        if key == "work":
+            out["left"] = int(await _sql(self.dsn, self.peer.left_sql))
         return out
+
+    async def close(self) -> None:
+        if self._driver is not None:
+            await self._driver.close()
 
 
 def _range(values: list[float], fmt: Callable[[float], str]) -> str:
@@ -311,14 +321,48 @@ def table(peers: list[Peer], runs: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+def beside_python(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Markdown: Werk's TypeScript and Go clients against its Python SDK, row by row, each run
+    paired with the Python run of the same round (the same row of both taken one after the
+    other, so a shared machine's drift falls on both). A ratio of 1 or more is at or above
+    Python: a rate over Python's, or Python's p50 latency over theirs. Empty without werk-py."""
+    python = {r["round"]: r for r in runs.get("werk-py", [])}
+    clients = [name for name in ("werk-ts", "werk-go") if runs.get(name)]
+    if not python or not clients:
+        return ""
+    lines = [
+        "Beside the Python SDK, run by run (median of the rounds' ratios; at or above it in how"
+        " many rounds):",
+        "",
+        "| client | "
+        + " | ".join("push→handler p50" if key == "latency" else t for key, t, _ in ROWS)
+        + " |",
+        "|---|" + "---|" * len(ROWS),
+    ]
+    for name in clients:
+        paired = [(r, python[r["round"]]) for r in runs[name] if r["round"] in python]
+        cells = [name]
+        for key, _, _ in ROWS:
+            if key == "latency":
+                ratios = [py[key]["p50_ms"] / r[key]["p50_ms"] for r, py in paired]
+            else:
+                ratios = [r[key]["rate"] / py[key]["rate"] for r, py in paired]
+            at_least = sum(x >= 1 for x in ratios)
+            cells.append(f"{statistics.median(ratios):.2f} x ({at_least} of {len(ratios)})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 async def run(
     ctx: Context,
     names: list[str],
     record: Callable[[dict[str, Any], str], None],
     database_prefix: str = "bench_",
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every peer in ``names``, ``ctx.repeat`` times interleaved; one record per peer. Each
-    other queue gets a fresh database ``database_prefix + its name`` on the server of
+    """Every peer in ``names``, ``ctx.repeat`` rounds; one record per peer. Every driver runs
+    from start to end; in a round each row is taken of every peer in turn before the next row,
+    so a row's figures are seconds apart, not a whole run of the other peers. Each other queue
+    gets a fresh database ``database_prefix + its name`` on the server of
     ``ctx.target.database_url``."""
     peers = [replace(p) for p in PEERS if p.name in names]
     admin = ctx.target.database_url
@@ -330,23 +374,49 @@ async def run(
         await asyncio.to_thread(_command, peer, ctx)
     runs: dict[str, list[dict[str, Any]]] = {p.name: [] for p in peers}
     failures: dict[str, list[str]] = {p.name: [] for p in peers}
-    for round_ in range(ctx.repeat):
+
+    def failed(peer: Peer, error: Exception) -> None:  # recorded and shown; the others go on
+        failures[peer.name].append(repr(error))
+        print(f"{'peers':<12} {peer.name:<16} FAILED: {error!r}", flush=True)
+
+    started: list[tuple[PeerRun, dict[str, Any]]] = []
+    try:
         for peer in peers:
+            driver = PeerRun(ctx, peer)
             try:
-                r = await PeerRun(ctx, peer).run()
-            except Exception as error:  # recorded and shown; the other peers still run
-                failures[peer.name].append(repr(error))
-                print(f"{'peers':<12} {peer.name:<16} FAILED: {error!r}", flush=True)
-                continue
-            runs[peer.name].append(r)
-            lat = r["latency"]
-            print(
-                f"{'peers':<12} {peer.name:<16} run {round_ + 1}/{ctx.repeat}  "
-                + "  ".join(f"{k}={r[k]['rate']:,.0f}/s" for k, _, _ in ROWS[:4])
-                + f"  latency p50={lat['p50_ms']:.2f} p99={lat['p99_ms']:.2f} ms"
-                + f"  (left after work: {r['work']['left']})",
-                flush=True,
-            )
+                started.append((driver, await driver.start()))
+            except Exception as error:
+                failed(peer, error)
+                await driver.close()
+        for round_ in range(ctx.repeat):
+            busy = await scenarios.wait_quiet(ctx) if ctx.quiet_wait > 0 else None
+            taken = {
+                d.peer.name: {"versions": v, "busy_before_pct": busy, "round": round_}
+                for d, v in started
+            }
+            for key, _, _ in ROWS:
+                for driver, _ in started:
+                    r = taken.get(driver.peer.name)
+                    if r is None:
+                        continue
+                    try:
+                        r[key] = await driver.row(key)
+                    except Exception as error:
+                        failed(driver.peer, error)
+                        del taken[driver.peer.name]
+            for name, r in taken.items():
+                runs[name].append(r)
+                lat = r["latency"]
+                print(
+                    f"{'peers':<12} {name:<16} run {round_ + 1}/{ctx.repeat}  "
+                    + "  ".join(f"{k}={r[k]['rate']:,.0f}/s" for k, _, _ in ROWS[:4])
+                    + f"  latency p50={lat['p50_ms']:.2f} p99={lat['p99_ms']:.2f} ms"
+                    + f"  (left after work: {r['work']['left']})",
+                    flush=True,
+                )
+    finally:
+        for driver, _ in started:
+            await driver.close()
     for peer in peers:
         got = runs[peer.name]
         record(
@@ -370,4 +440,7 @@ async def run(
             f"{len(failures[peer.name])} failed",
         )
     print("\n" + table(peers, runs) + "\n", flush=True)
+    beside = beside_python(runs)
+    if beside:
+        print(beside + "\n", flush=True)
     return runs

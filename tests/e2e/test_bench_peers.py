@@ -47,3 +47,5 @@ async def test_every_peer_driver_runs_every_row(
             assert run[key]["rate"] > 0, (name, key)
         assert run["work"]["handled"] == 60 and run["work"]["left"] == 0, name
         assert 0 < run["latency"]["p50_ms"] <= run["latency"]["p99_ms"], name
+    beside = harness.beside_python(runs)
+    assert "\n| werk-ts | " in beside and "\n| werk-go | " in beside, beside
