@@ -382,12 +382,12 @@ async def run(
     started: list[tuple[PeerRun, dict[str, Any]]] = []
     try:
         for peer in peers:
-            driver = PeerRun(ctx, peer)
+            peer_run = PeerRun(ctx, peer)
             try:
-                started.append((driver, await driver.start()))
+                started.append((peer_run, await peer_run.start()))
             except Exception as error:
                 failed(peer, error)
-                await driver.close()
+                await peer_run.close()
         for round_ in range(ctx.repeat):
             busy = await scenarios.wait_quiet(ctx) if ctx.quiet_wait > 0 else None
             taken = {
@@ -395,15 +395,15 @@ async def run(
                 for d, v in started
             }
             for key, _, _ in ROWS:
-                for driver, _ in started:
-                    r = taken.get(driver.peer.name)
+                for peer_run, _ in started:
+                    r = taken.get(peer_run.peer.name)
                     if r is None:
                         continue
                     try:
-                        r[key] = await driver.row(key)
+                        r[key] = await peer_run.row(key)
                     except Exception as error:
-                        failed(driver.peer, error)
-                        del taken[driver.peer.name]
+                        failed(peer_run.peer, error)
+                        del taken[peer_run.peer.name]
             for name, r in taken.items():
                 runs[name].append(r)
                 lat = r["latency"]
@@ -415,8 +415,8 @@ async def run(
                     flush=True,
                 )
     finally:
-        for driver, _ in started:
-            await driver.close()
+        for peer_run, _ in started:
+            await peer_run.close()
     for peer in peers:
         got = runs[peer.name]
         record(
