@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 import types
 from datetime import UTC, datetime, timedelta
 
@@ -101,7 +102,32 @@ def test_job_spec_wire_form():
     assert datetime.fromisoformat(wire["at"]) > datetime.now(UTC)
     assert JobSpec("t").jid != JobSpec("t").jid and len(JobSpec("t").jid) == 28
     with pytest.raises(ValueError):
-        JobSpec("t", at=datetime(2030, 1, 1)).to_wire()
+        JobSpec("t", at=datetime(2030, 1, 1))
+
+
+def test_a_job_spec_is_encoded_as_it_stands():
+    """A spec is its own push body: construction puts each field in its wire form, so what
+    msgspec encodes is what ``to_wire`` shows, the unset fields left out."""
+    import msgspec
+
+    from werk_client import Unique
+
+    first = JobSpec("a")
+    spec = JobSpec(
+        "t",
+        (1, 2),
+        at=timedelta(seconds=30),
+        unique=Unique(for_=60, by=("args.0",)),
+        depends_on=[first, "stored-jid"],
+        custom={"timeout": 5},
+    )
+    wire = spec.to_wire()
+    assert msgspec.json.decode(msgspec.json.encode(spec)) == wire
+    assert wire["args"] == [1, 2] and wire["depends_on"] == [first.jid, "stored-jid"]
+    assert wire["unique"] == {"for": 60, "by": ["args.0"]}
+    assert 25 < datetime.fromisoformat(wire["at"]).timestamp() - time.time() <= 30
+    assert set(wire) == {"jobtype", "args", "at", "custom", "jid", "unique", "depends_on"}
+    assert JobSpec("t", unique={"key": "k"}).to_wire()["unique"] == {"key": "k"}
 
 
 def test_retry_delay_is_capped_and_jittered():
@@ -466,14 +492,13 @@ def test_forked_child_does_not_continue_the_parents_jids():
     from werk_client import jids, new_jid
 
     new_jid()
-    assert jids._minted.last > 0
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child)
-        os.write(write, str(jids._minted.last).encode())
+        os.write(write, str(jids._count.start).encode())
         os._exit(0)
     os.waitpid(pid, 0)
     child_last = os.read(read, 100).decode()
     os.close(read)
     os.close(write)
-    assert child_last == "0"
+    assert child_last != str(jids._count.start)

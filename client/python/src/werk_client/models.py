@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, overload
 
+import msgspec
+
 from .jids import new_jid
 from .timeouts import check_timeout, custom_timeout
 
@@ -60,23 +62,7 @@ def _require_time(value: Any) -> datetime:
     return parsed
 
 
-def format_at(at: datetime | timedelta | str | None) -> str | None:
-    """Normalise a push's ``at`` to RFC 3339.
-
-    A ``timedelta`` means "from now". A naive datetime is refused rather than guessed at,
-    because a wrong zone silently shifts a schedule by hours.
-    """
-    if at is None or isinstance(at, str):
-        return at
-    if isinstance(at, timedelta):
-        return (datetime.now(UTC) + at).isoformat()
-    if at.tzinfo is None:
-        raise ValueError("`at` must be timezone-aware (e.g. datetime.now(UTC) + delay)")
-    return at.isoformat()
-
-
-@dataclass(frozen=True, slots=True)
-class Unique:
+class Unique(msgspec.Struct, frozen=True, omit_defaults=True, rename={"for_": "for"}):
     """A push's unique lock: no other job with the same key is stored while one holds it.
 
     ``key`` names the lock; without it the server hashes jobtype, queue and args (or only the
@@ -94,15 +80,13 @@ class Unique:
     by: Sequence[str] | None = None
     on_conflict: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.by is not None and type(self.by) is not list:
+            msgspec.structs.force_setattr(self, "by", list(self.by))
+
     def to_wire(self) -> dict[str, Any]:
-        fields = {
-            "for": self.for_,
-            "until": self.until,
-            "key": self.key,
-            "by": list(self.by) if self.by is not None else None,
-            "on_conflict": self.on_conflict,
-        }
-        return {k: v for k, v in fields.items() if v is not None}
+        wire: dict[str, Any] = msgspec.to_builtins(self)
+        return wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,14 +304,17 @@ class JobResult:
         return self.state == "completed"
 
 
-# Not frozen: a frozen dataclass sets each field through object.__setattr__, most of what
-# building one costs, and a producer builds one per job it pushes.
-@dataclass(slots=True)
-class JobSpec:
-    """One job to push; ``jid`` is minted at construction so retries stay idempotent."""
+class JobSpec(msgspec.Struct, omit_defaults=True):
+    """One job to push; ``jid`` is minted at construction so retries stay idempotent.
+
+    A spec is its own push body: msgspec encodes it as it stands, fields left as ``None``
+    omitted so the server's defaults apply. So construction puts each field in its wire form:
+    ``args`` a list, an ``at`` given as a ``timedelta`` the time that far from now, the
+    ``JobSpec`` of a dependency its jid, a ``unique`` mapping a dict; a naive datetime is refused.
+    """
 
     jobtype: str
-    args: list[Any] = field(default_factory=list)
+    args: list[Any] = msgspec.field(default_factory=list)
     queue: str | None = None
     at: datetime | timedelta | str | None = None
     retry: int | None = None
@@ -335,7 +322,7 @@ class JobSpec:
     priority: int | None = None
     backtrace: int | None = None
     custom: dict[str, Any] | None = None
-    jid: str = field(default_factory=new_jid)
+    jid: str = msgspec.field(default_factory=new_jid)
     keep_result_for: int | None = None
     unique: Unique | Mapping[str, Any] | None = None  # a mapping: the wire's own keys
     expires_at: datetime | str | None = None
@@ -348,56 +335,35 @@ class JobSpec:
     batch: str | None = None  # the bid of an open batch it joins
 
     def __post_init__(self) -> None:
-        check_args(self.args)
+        if type(self.args) is not list:
+            check_args(self.args)
+            self.args = list(self.args)
         timeout = custom_timeout(self.custom)
         if timeout is not None:
             check_timeout(timeout, self.reserve_for, where=f"job {self.jobtype!r}")
+        if self.at is not None and not isinstance(self.at, str):
+            self.at = _aware(
+                datetime.now(UTC) + self.at if isinstance(self.at, timedelta) else self.at
+            )
+        if self.expires_at is not None and not isinstance(self.expires_at, str):
+            self.expires_at = _aware(self.expires_at)
+        if self.unique is not None and not isinstance(self.unique, Unique):
+            self.unique = dict(self.unique)
+        if self.depends_on is not None:
+            self.depends_on = [d.jid if isinstance(d, JobSpec) else d for d in self.depends_on]
 
     def to_wire(self) -> dict[str, Any]:
-        """The push body; fields left as ``None`` are omitted so the server's defaults apply."""
-        args = self.args
-        body: dict[str, Any] = {
-            "jid": self.jid,
-            "jobtype": self.jobtype,
-            "args": args if type(args) is list else list(args),
-        }
-        if self.queue is not None:
-            body["queue"] = self.queue
-        if self.at is not None:
-            body["at"] = format_at(self.at)
-        if self.retry is not None:
-            body["retry"] = self.retry
-        if self.reserve_for is not None:
-            body["reserve_for"] = self.reserve_for
-        if self.priority is not None:
-            body["priority"] = self.priority
-        if self.backtrace is not None:
-            body["backtrace"] = self.backtrace
-        if self.custom is not None:
-            body["custom"] = self.custom
-        if self.keep_result_for is not None:
-            body["keep_result_for"] = self.keep_result_for
-        if self.unique is not None:
-            body["unique"] = _unique_wire(self.unique)
-        if self.expires_at is not None:
-            body["expires_at"] = format_at(self.expires_at)
-        if self.expires_in is not None:
-            body["expires_in"] = self.expires_in
-        if self.depends_on is not None:
-            body["depends_on"] = [d.jid if isinstance(d, JobSpec) else d for d in self.depends_on]
-        if self.on_dependency_failure is not None:
-            body["on_dependency_failure"] = self.on_dependency_failure
-        if self.ref is not None:
-            body["ref"] = self.ref
-        if self.batch is not None:
-            body["batch"] = self.batch
-        return body
+        """The push body as a dict."""
+        wire: dict[str, Any] = msgspec.to_builtins(self)
+        return wire
 
 
-def _unique_wire(unique: Unique | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if unique is None:
-        return None
-    return unique.to_wire() if isinstance(unique, Unique) else dict(unique)
+def _aware(at: datetime) -> datetime:
+    """A naive datetime is refused rather than guessed at: a wrong zone silently shifts a
+    schedule by hours."""
+    if at.tzinfo is None:
+        raise ValueError("`at` must be timezone-aware (e.g. datetime.now(UTC) + delay)")
+    return at
 
 
 class Undecoded:

@@ -6,7 +6,6 @@ means the two can never drift apart, and the wire contract is readable in one pl
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -113,7 +112,7 @@ def _jid_path(jid: str, action: str = "") -> str:
 
 def push_call(spec: JobSpec) -> Call:
     # Idempotent because the jid is fixed before the first attempt.
-    return Call("POST", "/v1/jobs", spec.to_wire())
+    return Call("POST", "/v1/jobs", spec)
 
 
 def push_spec(
@@ -193,7 +192,7 @@ def push_batch_call(specs: Sequence[JobSpec], *, jids_only: bool = False) -> Cal
     """``jids_only``: ask for the short answer (RFC 7240 ``Prefer: return=minimal``), the jids
     instead of the stored jobs."""
     headers = {"Prefer": "return=minimal"} if jids_only else None
-    return Call("POST", "/v1/jobs/batch", {"jobs": [s.to_wire() for s in specs]}, headers=headers)
+    return Call("POST", "/v1/jobs/batch", {"jobs": specs}, headers=headers)
 
 
 def parse_job(data: bytes) -> JobRecord:
@@ -424,7 +423,7 @@ def batch_new_call(
         ("on_death", on_death),
     ):
         if spec is not None:
-            body[name] = as_spec(spec).to_wire()
+            body[name] = as_spec(spec)
     return Call("POST", "/v1/batches", body, idempotent=False)
 
 
@@ -446,4 +445,4 @@ def parse_batch(data: bytes) -> BatchStatus:
 
 def in_batch(spec: JobSpec, bid: str) -> JobSpec:
     """The job as a member of batch ``bid``."""
-    return dataclasses.replace(spec, batch=bid)
+    return msgspec.structs.replace(spec, batch=bid)
