@@ -1,7 +1,7 @@
 """Typed views of what the server returns (immutable), and the spec of a job to push.
 
-The wire format is JSON; these dataclasses exist so editors and type checkers know the fields
-and timestamps arrive as timezone-aware ``datetime`` objects rather than strings. Unknown
+The wire format is JSON; these classes exist so editors and type checkers know the fields and
+timestamps arrive as timezone-aware ``datetime`` objects rather than strings. Unknown
 fields the server may add later are ignored, so a newer server never breaks an older client.
 Answers are decoded straight into these classes by msgspec (see ``protocol``); the jobs of a
 ``push_many`` answer only when the caller reads them.
