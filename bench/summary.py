@@ -1,11 +1,14 @@
-"""python -m bench summary [files...]: a Markdown table of recorded results (min / median)."""
+"""python -m bench summary [files...]: a Markdown table of recorded results (min / median), then
+the tables `peers` printed."""
 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.peers.harness import PEERS, beside_python, table
 from bench.target import REPO
 
 
@@ -29,8 +32,17 @@ def rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         if cost:
             pg = f"{cost['postgres']:.0f}" if cost["postgres"] >= 0 else "n/a"
             cost_txt = f"server {cost['server']:.0f} + pg {pg} us/job"
-        if scen in ("push-single", "push-batch", "work"):
+        if scen in ("push-single", "push-batch", "work") or (scen == "floor" and "median" in r):
             out.append((f"w{w}", name, _rate(r) + " jobs/s", _verdict(r), cost_txt))
+        elif scen == "floor" and "ratio" in r:
+            out.append((f"w{w}", name, f"werk / least server {r['ratio']:.2f}", "", ""))
+        elif scen == "floor":
+            trips = r["runs"]
+            p50 = "; ".join(
+                f"{k} {statistics.median(t[k]['p50_ms'] for t in trips):.2f}"
+                for k in ("select_1", "push_one_job_sql", "http_livez")
+            )
+            out.append((f"w{w}", name, f"p50 ms: {p50}", "", ""))
         elif scen == "sdk" and r.get("variant") == "targets":
             for row in r["rows"]:
                 out.append((f"w{w}", f"SDK: {row['scenario']}", row["sdk"], row["target"], ""))
@@ -124,6 +136,16 @@ def rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     return out
 
 
+def peers_tables(doc: dict[str, Any]) -> str:
+    """The `peers` tables of one record, as the run printed them."""
+    runs = {r["variant"]: r["runs"] for r in doc["results"] if r["scenario"] == "peers"}
+    known = [peer for peer in PEERS if runs.get(peer.name)]
+    if not known:
+        return ""
+    beside = beside_python(runs)
+    return table(known, runs) + (f"\n\n{beside}" if beside else "")
+
+
 def main(files: list[str]) -> None:
     paths = [Path(f) for f in files] or sorted((REPO / "bench" / "results").glob("*.json"))
     print("| server | scenario | min / median | target | cost / notes |")
@@ -133,6 +155,11 @@ def main(files: list[str]) -> None:
         for row in rows(doc):
             print("| " + " | ".join(row) + " |")
     print()
+    for p in paths:
+        doc = json.loads(p.read_text())
+        peers_table = peers_tables(doc)
+        if peers_table:
+            print(f"`{p.name}`, peers:\n\n{peers_table}\n")
     for p in paths:
         doc = json.loads(p.read_text())
         fs = doc.get("fsync_probe_start") or {}
