@@ -50,10 +50,12 @@ def rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
             worker = (cost or {}).get("worker")
             extra = f"; worker {worker:.0f} us/job" if worker is not None else ""
             client = f"; client {cost['client']:.1f} us/job" if cost else ""
+            concurrency = r.get("params", {}).get("concurrency")
+            label = f"sdk {r['variant']}" + (f" concurrency={concurrency}" if concurrency else "")
             out.append(
                 (
                     f"w{w}",
-                    f"sdk {r['variant']}",
+                    label,
                     _rate(r) + " jobs/s",
                     "",
                     cost_txt + client + extra,
@@ -148,24 +150,22 @@ def peers_tables(doc: dict[str, Any]) -> str:
 
 def main(files: list[str]) -> None:
     paths = [Path(f) for f in files] or sorted((REPO / "bench" / "results").glob("*.json"))
+    docs = [(p.name, json.loads(p.read_text())) for p in paths]
     print("| server | scenario | min / median | target | cost / notes |")
     print("|---|---|---|---|---|")
-    for p in paths:
-        doc = json.loads(p.read_text())
+    for _, doc in docs:
         for row in rows(doc):
             print("| " + " | ".join(row) + " |")
     print()
-    for p in paths:
-        doc = json.loads(p.read_text())
-        peers_table = peers_tables(doc)
-        if peers_table:
-            print(f"`{p.name}`, peers:\n\n{peers_table}\n")
-    for p in paths:
-        doc = json.loads(p.read_text())
+    for name, doc in docs:
+        peers = peers_tables(doc)
+        if peers:
+            print(f"`{name}`, peers:\n\n{peers}\n")
+    for name, doc in docs:
         fs = doc.get("fsync_probe_start") or {}
         cpu = [doc.get(k, {}).get("median_ms") for k in ("cpu_probe_start", "cpu_probe_end")]
         print(
-            f"- `{p.name}`: commit {doc['git']['commit'][:8]}"
+            f"- `{name}`: commit {doc['git']['commit'][:8]}"
             f"{' + uncommitted server changes' if doc['git'].get('server_dirty') else ''}, "
             f"server workers {doc['server'].get('workers')}, nice {doc.get('nice')}, "
             f"load average at start {doc['machine']['loadavg_at_start'][0]:.1f}, fsync probe "
