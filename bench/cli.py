@@ -400,7 +400,7 @@ class Runner:
         trips = [await floor.idle_round_trips(c) for _ in range(c.repeat)]
         parts = "  ".join(
             f"{name} p50 {statistics.median(t[name]['p50_ms'] for t in trips):.2f} ms"
-            for name in ("select_1", "push_one_job_sql", "http_livez")
+            for name in floor.ROUND_TRIPS
         )
         self.record(
             {

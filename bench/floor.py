@@ -43,6 +43,8 @@ from werk.domain.jids import new_jids
 
 QUEUE = "bench-floor"
 CONNECTIONS = 2
+# the round trips idle_round_trips times, in the order they are reported
+ROUND_TRIPS = ("select_1", "push_one_job_sql", "http_livez")
 LEAN = "floor_lean"
 # The lean copy: werk_jobs' columns and defaults, the four indexes the job traffic needs, no checks.
 LEAN_SCHEMA = f"""

@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.floor import ROUND_TRIPS
 from bench.peers.harness import PEERS, beside_python, table
 from bench.target import REPO
 
@@ -39,8 +40,7 @@ def rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         elif scen == "floor":
             trips = r["runs"]
             p50 = "; ".join(
-                f"{k} {statistics.median(t[k]['p50_ms'] for t in trips):.2f}"
-                for k in ("select_1", "push_one_job_sql", "http_livez")
+                f"{k} {statistics.median(t[k]['p50_ms'] for t in trips):.2f}" for k in ROUND_TRIPS
             )
             out.append((f"w{w}", name, f"p50 ms: {p50}", "", ""))
         elif scen == "sdk" and r.get("variant") == "targets":

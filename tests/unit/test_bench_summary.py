@@ -16,8 +16,12 @@ def peer_run(round_: int, rate: float) -> dict[str, Any]:
 
 
 def trips(p50: float) -> dict[str, Any]:
+    """Each round trip its own p50: select_1 p50, the push twice it, /livez three times."""
     names = ("select_1", "push_one_job_sql", "http_livez")
-    return {"interval_ms": 10.0, **{k: {"p50_ms": p50, "p99_ms": 2 * p50} for k in names}}
+    return {
+        "interval_ms": 10.0,
+        **{k: {"p50_ms": p50 * n, "p99_ms": 4 * p50} for n, k in enumerate(names, 1)},
+    }
 
 
 DOC: dict[str, Any] = {
@@ -39,6 +43,15 @@ DOC: dict[str, Any] = {
             "runs": [trips(0.1), trips(0.3), trips(0.2)],
         },
         {
+            "scenario": "sdk",
+            "variant": "werk-worker fetch=100 async",
+            "name": "sdk werk-worker fetch=100 async",
+            "params": {"concurrency": 200, "jobs": 10_000},
+            "min": 9_000.0,
+            "median": 10_000.0,
+            "cpu_us_per_job_median": {"client": 1.0, "server": 2.0, "postgres": 3.0, "worker": 4.0},
+        },
+        {
             "scenario": "peers",
             "variant": "werk-py",
             "name": "peers werk-py",
@@ -54,7 +67,7 @@ DOC: dict[str, Any] = {
 }
 
 
-def test_the_floors_rows() -> None:
+def test_the_floors_rows_and_a_workers_concurrency() -> None:
     assert summary.rows(DOC) == [
         (
             "w1",
@@ -67,9 +80,16 @@ def test_the_floors_rows() -> None:
         (
             "w1",
             "floor idle",
-            "p50 ms: select_1 0.20; push_one_job_sql 0.20; http_livez 0.20",
+            "p50 ms: select_1 0.20; push_one_job_sql 0.40; http_livez 0.60",
             "",
             "",
+        ),
+        (
+            "w1",
+            "sdk werk-worker fetch=100 async concurrency=200",
+            "9,000 / 10,000 jobs/s",
+            "",
+            "server 2 + pg 3 us/job; client 1.0 us/job; worker 4 us/job",
         ),
     ]
 
@@ -83,4 +103,4 @@ def test_the_peers_tables() -> None:
 
 
 def test_no_peers_no_tables() -> None:
-    assert summary.peers_tables({"results": DOC["results"][:3]}) == ""
+    assert summary.peers_tables({"results": DOC["results"][:4]}) == ""
