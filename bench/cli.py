@@ -364,7 +364,8 @@ class Runner:
         )
 
     async def floor(self) -> None:
-        """The server's SQL alone (no HTTP): the most the matching scenario could reach."""
+        """What a push costs below the server's work: its SQL alone (no HTTP), the most the
+        matching scenario could reach; and one push at a time through the least server."""
         c = self.ctx
         for lean in (False, True):
             tag = " lean" if lean else ""
@@ -373,30 +374,36 @@ class Runner:
             claim = functools.partial(floor.claim_and_ack, c, lean=lean)
             await self.rate("floor", f"sql push batch=1000{tag}", params, push)
             await self.rate("floor", f"sql claim+ack 100{tag}", params, claim)
+        await self.rate(
+            "floor",
+            "sql push one at a time",
+            {"connections": 1},
+            functools.partial(floor.push_singly, c),
+        )
         assert c.target.database_url is not None
         with least_server.started(c.target.database_url, c.target.pg_uid) as least:
-            werk_row, least_row, ratio = await self.in_turn(
-                "floor",
-                {"clients": 1, "jobs": c.jobs},
-                ("http push clients=1 werk", functools.partial(scenarios.push_single, c, 1)),
-                (
-                    "http push clients=1 least server",
-                    functools.partial(
-                        scenarios.push_single, dataclasses.replace(c, target=least), 1
-                    ),
-                ),
-            )
-        self.record(
-            {
-                "scenario": "floor",
-                "variant": "http push",
-                "name": "floor http push",
-                "ratio": ratio,
-            },
-            f"{'floor':<12} {'http push clients=1':<24} werk {werk_row['median']:,.0f} jobs/s, "
-            f"the least server on this stack {least_row['median']:,.0f} jobs/s "
-            f"(bench/least_server.py); werk / least, run by run: {ratio:.2f}",
-        )
+            at_least = dataclasses.replace(c, target=least)
+            for variant, label, push in (
+                ("http push", "http push clients=1", scenarios.push_single),
+                ("Client.push", "Client.push", sdk.push),
+            ):
+                werk_row, least_row, ratio = await self.in_turn(
+                    "floor",
+                    {"clients": 1, "jobs": c.jobs},
+                    (f"{label} werk", functools.partial(push, c, 1)),
+                    (f"{label} least server", functools.partial(push, at_least, 1)),
+                )
+                self.record(
+                    {
+                        "scenario": "floor",
+                        "variant": variant,
+                        "name": f"floor {variant}",
+                        "ratio": ratio,
+                    },
+                    f"{'floor':<12} {label:<24} werk {werk_row['median']:,.0f} jobs/s, "
+                    f"the least server on this stack {least_row['median']:,.0f} jobs/s "
+                    f"(bench/least_server.py); werk / least, run by run: {ratio:.2f}",
+                )
         trips = [await floor.idle_round_trips(c) for _ in range(c.repeat)]
         parts = "  ".join(
             f"{name} p50 {statistics.median(t[name]['p50_ms'] for t in trips):.2f} ms"

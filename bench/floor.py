@@ -11,10 +11,12 @@ It also measures the idle round trips the latency scenario is made of, at that s
 costs several times what it costs back to back, and a push is at least one HTTP hop plus one
 commit.
 
-And it sets `werk serve` beside the least server a push over HTTP can have on Werk's stack
-(bench/least_server.py), one push at a time from the lean client: what that server reaches is
-the most any server on this stack reaches here with Werk's table, and the gap is what the rest of
-Werk's work for a push costs.
+It pushes one job at a time with the server's statement straight to PostgreSQL, one hop where a
+push over HTTP has two. And it sets `werk serve` beside the least server a push over HTTP can
+have on Werk's stack (bench/least_server.py), one push at a time, from the lean client and from
+the SDK's `Client.push`: what that server reaches is the most any server on this stack reaches
+here with Werk's table, for each client, and the gap is what the rest of Werk's work for a push
+costs.
 
 The ``lean`` variants run the same statements against a stripped copy of the job table (schema
 ``floor_lean``, found first on the connections' search path): only the indexes a queue cannot do
@@ -119,11 +121,14 @@ async def _tables(ctx: Context, lean: bool) -> AsyncIterator[str]:
 
 
 async def _measure(
-    ctx: Context, work: Callable[[asyncpg.Connection], Awaitable[int]], lean: bool
+    ctx: Context,
+    work: Callable[[asyncpg.Connection], Awaitable[int]],
+    lean: bool,
+    connections: int = CONNECTIONS,
 ) -> dict[str, Any]:
     """Runs ``work`` on each connection at once, under the CPU meter. The connections are open
     before and after the meter reads, so their backends' CPU is counted."""
-    conns = [await _connect(ctx, lean) for _ in range(CONNECTIONS)]
+    conns = [await _connect(ctx, lean) for _ in range(connections)]
 
     async def run() -> int:
         return sum(await asyncio.gather(*(work(c) for c in conns)))
@@ -147,6 +152,20 @@ async def push_batches(ctx: Context, *, lean: bool, batch: int = 1000) -> dict[s
 
     async with _tables(ctx, lean):
         return await _measure(ctx, work, lean)
+
+
+async def push_singly(ctx: Context) -> dict[str, Any]:
+    """job_push.sql with one job per statement, ``ctx.jobs`` of them one at a time on one
+    connection: a single push with PostgreSQL one hop away, as a queue whose producers write to
+    PostgreSQL themselves has it."""
+    statement = _push_sql("one")
+
+    async def work(conn: asyncpg.Connection) -> int:
+        for _ in range(ctx.jobs):
+            await conn.fetch(statement, *_push_one_args())
+        return ctx.jobs
+
+    return await _measure(ctx, work, False, connections=1)
 
 
 async def claim_and_ack(ctx: Context, *, lean: bool, count: int = 100) -> dict[str, Any]:

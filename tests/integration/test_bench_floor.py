@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from bench import floor, least_server, scenarios
+from bench import floor, least_server, scenarios, sdk
 from tests.support.harness import bench_context
 
 
@@ -29,19 +29,37 @@ async def test_the_floor_statements_push_claim_and_ack(database_url: str, lean: 
             await conn.close()
 
 
-async def test_the_least_server_stores_the_lean_clients_pushes(database_url: str) -> None:
-    """The floor's least server (bench/least_server.py, its own process) stores each push the
-    lean client sends as an available job of werk_jobs, each with a jid of its own."""
-    with least_server.started(database_url, None) as least:
-        ctx = bench_context(database_url, jobs=20, url=least.url)
-        pushed = await scenarios.push_single(ctx, 1, "least-server")
-    assert pushed["jobs"] == 20
+async def _stored(database_url: str, queue: str) -> list[asyncpg.Record]:
     conn = await asyncpg.connect(database_url)
     try:
-        rows = await conn.fetch(
-            "SELECT DISTINCT jid, state::text FROM werk_jobs WHERE queue = 'least-server'"
+        return await conn.fetch(
+            "SELECT DISTINCT jid, state::text FROM werk_jobs WHERE queue = $1", queue
         )
     finally:
         await conn.close()
-    assert len(rows) == 21  # and the warm-up's
+
+
+async def test_the_single_push_statement_one_at_a_time(database_url: str) -> None:
+    ctx = bench_context(database_url, jobs=20)
+    pushed = await floor.push_singly(ctx)
+    assert pushed["jobs"] == 20
+    rows = await _stored(database_url, floor.QUEUE)
+    assert len(rows) == 20
     assert {r["state"] for r in rows} == {"available"}
+
+
+async def test_the_least_server_stores_the_lean_clients_and_the_sdks_pushes(
+    database_url: str,
+) -> None:
+    """The floor's least server (bench/least_server.py, its own process) stores each push the
+    lean client and the SDK's Client.push send as an available job of werk_jobs, each with a
+    jid of its own, and answers what the SDK reads."""
+    with least_server.started(database_url, None) as least:
+        ctx = bench_context(database_url, jobs=20, url=least.url)
+        pushed = await scenarios.push_single(ctx, 1, "least-server")
+        through_sdk = await sdk.push(ctx, 1)
+    assert pushed["jobs"] == through_sdk["jobs"] == 20
+    for queue in ("least-server", sdk.QUEUE):
+        rows = await _stored(database_url, queue)
+        assert len(rows) == 21  # and the warm-up's
+        assert {r["state"] for r in rows} == {"available"}
