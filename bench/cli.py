@@ -364,8 +364,8 @@ class Runner:
         )
 
     async def floor(self) -> None:
-        """What a push costs below the server's work: its SQL alone (no HTTP), the most the
-        matching scenario could reach; and one push at a time through the least server."""
+        """The server's SQL alone (no HTTP), the most the matching scenario could reach; and a
+        single push through the least server beside werk serve, from each client."""
         c = self.ctx
         for lean in (False, True):
             tag = " lean" if lean else ""
