@@ -215,7 +215,8 @@ def create_app(
         *admin_routes.TRAFFIC,
     ]
     traffic.document(app, traffic_routes)
-    problems.document(app, offline=("/livez",))  # after document_public: it reads `security`
+    # After document_public: it reads `security`.
+    problems.document(app, offline=("/livez",), probes=auth.PROBES)
     # Outermost last. The job traffic's router sits in front of FastAPI's (see werk.api.traffic)
     # and bounds and times its own requests as the next two do FastAPI's; in front of both:
     # the guard's rules (Host, cross-site, one Authorization) and what a trusted proxy forwards.

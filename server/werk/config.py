@@ -106,6 +106,12 @@ class Settings(BaseSettings):
     body_timeout: float = Field(
         30.0, gt=0, description="Seconds a request body may take to arrive after its head."
     )
+    max_header_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="Bytes a request head (request line and headers) may take; a longer one is "
+        "answered 431 and its connection closed.",
+    )
     max_connections: int = Field(
         2000,
         ge=1,

@@ -14,6 +14,7 @@ import logging
 import resource
 import time
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Literal
 
 import uvicorn
@@ -23,7 +24,7 @@ from uvicorn.server import ServerState
 from werk.api.problems import problem_json
 from werk.coalescing import CoalescingTransport
 from werk.config import Settings
-from werk.errors import RequestTimeout
+from werk.errors import HeaderTooLarge, MalformedRequest, RequestTimeout, WerkError
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 # pools and LISTEN connection, the event loop's own, log files.
 RESERVED_FILES = 64
 REFUSAL_LOG_INTERVAL = 10.0
+# A request line's bytes besides its method and target: two spaces, "HTTP/1.1" and its CRLF;
+# with the CRLF that ends the head.
+REQUEST_LINE_FRAME = 14
 
 
 @dataclass(frozen=True)
@@ -38,10 +42,16 @@ class ConnectionLimits:
     header_timeout: float
     body_timeout: float
     max_connections: int
+    max_header_bytes: int
 
     @classmethod
     def of(cls, settings: Settings) -> ConnectionLimits:
-        return cls(settings.header_timeout, settings.body_timeout, settings.max_connections)
+        return cls(
+            settings.header_timeout,
+            settings.body_timeout,
+            settings.max_connections,
+            settings.max_header_bytes,
+        )
 
 
 class LimitedConfig(uvicorn.Config):
@@ -76,6 +86,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         # What the deadline is for; "connect": nothing received yet.
         self.reading: Literal["connect", "head", "body"] | None = None
         self.watch: asyncio.TimerHandle | None = None
+        # Bytes of the request head read so far, and whether a head was completed in the data
+        # being parsed.
+        self.head_bytes = 0
+        self.head_completed = False
+        self.refusal: WerkError | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.limits.max_connections:
@@ -93,13 +108,54 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self.watch = None
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        began_in_head = self.reading != "body"
+        self.head_completed = False
+        super().data_received(data)
+        # The parser keeps a head in memory until it is complete: a head still incomplete is
+        # bounded as it arrives, counting only data that was head from end to end (a head
+        # begun after a body in the same data is bounded from its next data on).
+        if began_in_head and self.reading == "head" and not self.head_completed:
+            self.head_bytes += len(data)
+            if self.head_bytes > self.limits.max_header_bytes:
+                self._refuse(self._head_too_large())
+
+    def send_400_response(self, msg: str) -> None:
+        """What the parser refused (or a refusal raised from its callback), as problem+json
+        like every other refusal, where uvicorn's own answer is text/plain."""
+        self._refuse(
+            self.refusal
+            or MalformedRequest(
+                "the server could not parse the request: a bad request line, header or chunk"
+            )
+        )
+
+    def _refuse(self, error: WerkError) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(_answer(error))
+            self.transport.close()
+
+    def _head_too_large(self) -> HeaderTooLarge:
+        limit = self.limits.max_header_bytes
+        return HeaderTooLarge(f"the request line and headers are over {limit} bytes")
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
         if self.reading is None:  # a kept-alive connection's next request
             self._read_by(self.loop.time() + self.limits.header_timeout)
         self.reading = "head"
+        self.head_bytes = 0
 
     def on_headers_complete(self) -> None:
+        self.head_completed = True
+        size = len(self.parser.get_method()) + len(self.url) + REQUEST_LINE_FRAME
+        for name, value in self.headers:
+            size += len(name) + len(value) + 4  # ": " and CRLF
+        if size > self.limits.max_header_bytes:
+            # Raised in the parser's callback: the parser stops, and uvicorn answers through
+            # send_400_response.
+            self.refusal = self._head_too_large()
+            raise self.refusal
         super().on_headers_complete()
         self.reading = "body"
         self._read_by(self.loop.time() + self.limits.body_timeout)
@@ -145,10 +201,16 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
 def _timeout_answer(part: str, seconds: float) -> bytes:
     setting = "WERK_BODY_TIMEOUT" if part == "body" else "WERK_HEADER_TIMEOUT"
-    error = RequestTimeout(f"the request {part} did not arrive within {seconds:g} s ({setting})")
+    return _answer(
+        RequestTimeout(f"the request {part} did not arrive within {seconds:g} s ({setting})")
+    )
+
+
+def _answer(error: WerkError) -> bytes:
+    """A whole answer written by the HTTP layer itself, after which it closes the connection."""
     body = problem_json(error.status, error.code, error.title, error.detail)
     head = (
-        "HTTP/1.1 408 Request Timeout\r\n"
+        f"HTTP/1.1 {error.status} {HTTPStatus(error.status).phrase}\r\n"
         "content-type: application/problem+json\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"

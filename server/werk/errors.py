@@ -78,6 +78,21 @@ class ResultTooLarge(WerkError):
     title = "The job's result is too large"
 
 
+class MalformedRequest(WerkError):
+    """What the HTTP parser refuses before any route sees it: a bad request line, header or
+    chunk, or a head longer than the parser reads."""
+
+    code = "malformed_request"
+    status = 400
+    title = "The request is not valid HTTP/1.1"
+
+
+class HeaderTooLarge(WerkError):
+    code = "header_too_large"
+    status = 431
+    title = "The request head is too large"
+
+
 class RequestTimeout(WerkError):
     """The client stopped sending a request part-way; answered by the HTTP layer, which then
     closes the connection."""

@@ -130,7 +130,9 @@ class _Streaming:
         self.release = threading.Event()
         self.sent = 0
         config = LimitedConfig(
-            ConnectionLimits(header_timeout=10, body_timeout=10, max_connections=100),
+            ConnectionLimits(
+                header_timeout=10, body_timeout=10, max_connections=100, max_header_bytes=65536
+            ),
             app=self.app,
             host="127.0.0.1",
             port=self.port,

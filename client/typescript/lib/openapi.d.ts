@@ -1983,8 +1983,17 @@ export interface operations {
                     };
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1994,6 +2003,15 @@ export interface operations {
             };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2030,7 +2048,7 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": string;
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2057,6 +2075,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -2066,8 +2093,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2113,8 +2158,17 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2124,6 +2178,15 @@ export interface operations {
             };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2173,7 +2236,7 @@ export interface operations {
                     "application/json": components["schemas"]["AckBatchResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2200,6 +2263,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description result_too_large (or payload_too_large) */
             413: {
                 headers: {
@@ -2218,6 +2290,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2229,6 +2310,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2279,7 +2369,7 @@ export interface operations {
                     "application/json": components["schemas"]["BatchPage"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2306,8 +2396,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2326,6 +2434,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2375,7 +2492,7 @@ export interface operations {
                     "application/json": components["schemas"]["Batch"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2411,6 +2528,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description batch_committed (the parent) */
             409: {
                 headers: {
@@ -2438,6 +2564,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2449,6 +2584,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2496,7 +2640,7 @@ export interface operations {
                     "application/json": components["schemas"]["Batch"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2532,8 +2676,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2552,6 +2714,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2599,7 +2770,7 @@ export interface operations {
                     "application/json": components["schemas"]["Batch"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2635,8 +2806,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2655,6 +2844,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2702,7 +2900,7 @@ export interface operations {
                     "application/json": components["schemas"]["Batch"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2738,6 +2936,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description batch_finished */
             409: {
                 headers: {
@@ -2756,6 +2963,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2767,6 +2983,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2816,7 +3041,7 @@ export interface operations {
                     "application/json": components["schemas"]["BeatReply"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2843,6 +3068,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -2861,6 +3095,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2872,6 +3115,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2921,7 +3173,7 @@ export interface operations {
                     "application/json": components["schemas"]["Fetched"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2948,6 +3200,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -2966,6 +3227,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2977,6 +3247,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3025,7 +3304,7 @@ export interface operations {
                     "application/json": components["schemas"]["History"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3052,8 +3331,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3072,6 +3369,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3117,7 +3423,7 @@ export interface operations {
                     "application/json": components["schemas"]["Info"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3144,6 +3450,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3153,8 +3468,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3210,7 +3543,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobPage"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3237,8 +3570,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3257,6 +3608,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3315,7 +3675,7 @@ export interface operations {
                     "application/json": components["schemas"]["PushedJob"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3351,6 +3711,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description not_unique (naming the holder), batch_committed or batch_finished */
             409: {
                 headers: {
@@ -3378,6 +3747,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3389,6 +3767,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3441,7 +3828,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobBatchPushed"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3477,6 +3864,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description batch_committed or batch_finished */
             409: {
                 headers: {
@@ -3504,6 +3900,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3515,6 +3920,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3564,7 +3978,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3591,6 +4005,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3609,6 +4032,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3620,6 +4052,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3669,7 +4110,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3696,6 +4137,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3714,6 +4164,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3725,6 +4184,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3774,7 +4242,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3801,6 +4269,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3819,6 +4296,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3830,6 +4316,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3879,7 +4374,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3906,6 +4401,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3924,6 +4428,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3935,6 +4448,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3982,7 +4504,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4018,8 +4540,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4038,6 +4578,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4083,7 +4632,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4119,8 +4668,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4139,6 +4706,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4188,7 +4764,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4208,6 +4784,15 @@ export interface operations {
             };
             /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4242,6 +4827,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4253,6 +4847,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4300,7 +4903,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4336,6 +4939,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description job_state_conflict */
             409: {
                 headers: {
@@ -4354,6 +4966,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4365,6 +4986,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4416,7 +5046,7 @@ export interface operations {
                     "application/json": components["schemas"]["Extended"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4436,6 +5066,15 @@ export interface operations {
             };
             /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4470,6 +5109,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4481,6 +5129,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4532,7 +5189,7 @@ export interface operations {
                     "application/json": components["schemas"]["FailResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4552,6 +5209,15 @@ export interface operations {
             };
             /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4586,6 +5252,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4597,6 +5272,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4644,7 +5328,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4680,6 +5364,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description job_state_conflict */
             409: {
                 headers: {
@@ -4698,6 +5391,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4709,6 +5411,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4759,7 +5470,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4795,8 +5506,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4815,6 +5544,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4862,7 +5600,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4898,6 +5636,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description job_state_conflict */
             409: {
                 headers: {
@@ -4916,6 +5663,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4927,6 +5683,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4972,7 +5737,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueList"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4999,8 +5764,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5019,6 +5802,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5066,7 +5858,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueDetail"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5093,8 +5885,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5113,6 +5923,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5160,7 +5979,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueCleared"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5187,8 +6006,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5207,6 +6044,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5254,7 +6100,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueDetail"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5281,8 +6127,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5301,6 +6165,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5348,7 +6221,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueDetail"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5375,8 +6248,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5395,6 +6286,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5442,7 +6342,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerList"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5469,8 +6369,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5489,6 +6407,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5534,7 +6461,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkersSignalled"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5561,8 +6488,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5581,6 +6526,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5626,7 +6580,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkersSignalled"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5653,8 +6607,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5673,6 +6645,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5720,7 +6701,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerSignalled"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5756,8 +6737,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5776,6 +6775,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5823,7 +6831,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerSignalled"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5859,8 +6867,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5879,6 +6905,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };

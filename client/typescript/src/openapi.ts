@@ -1984,8 +1984,17 @@ export interface operations {
                     };
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1995,6 +2004,15 @@ export interface operations {
             };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2031,7 +2049,7 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": string;
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2058,6 +2076,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -2067,8 +2094,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2114,8 +2159,17 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2125,6 +2179,15 @@ export interface operations {
             };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2174,7 +2237,7 @@ export interface operations {
                     "application/json": components["schemas"]["AckBatchResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2201,6 +2264,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description result_too_large (or payload_too_large) */
             413: {
                 headers: {
@@ -2219,6 +2291,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2230,6 +2311,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2280,7 +2370,7 @@ export interface operations {
                     "application/json": components["schemas"]["BatchPage"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2307,8 +2397,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2327,6 +2435,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2376,7 +2493,7 @@ export interface operations {
                     "application/json": components["schemas"]["Batch"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2412,6 +2529,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description batch_committed (the parent) */
             409: {
                 headers: {
@@ -2439,6 +2565,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2450,6 +2585,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2497,7 +2641,7 @@ export interface operations {
                     "application/json": components["schemas"]["Batch"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2533,8 +2677,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2553,6 +2715,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2600,7 +2771,7 @@ export interface operations {
                     "application/json": components["schemas"]["Batch"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2636,8 +2807,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2656,6 +2845,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2703,7 +2901,7 @@ export interface operations {
                     "application/json": components["schemas"]["Batch"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2739,6 +2937,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description batch_finished */
             409: {
                 headers: {
@@ -2757,6 +2964,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2768,6 +2984,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2817,7 +3042,7 @@ export interface operations {
                     "application/json": components["schemas"]["BeatReply"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2844,6 +3069,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -2862,6 +3096,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2873,6 +3116,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2922,7 +3174,7 @@ export interface operations {
                     "application/json": components["schemas"]["Fetched"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2949,6 +3201,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -2967,6 +3228,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -2978,6 +3248,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3026,7 +3305,7 @@ export interface operations {
                     "application/json": components["schemas"]["History"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3053,8 +3332,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3073,6 +3370,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3118,7 +3424,7 @@ export interface operations {
                     "application/json": components["schemas"]["Info"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3145,6 +3451,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3154,8 +3469,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3211,7 +3544,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobPage"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3238,8 +3571,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3258,6 +3609,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3316,7 +3676,7 @@ export interface operations {
                     "application/json": components["schemas"]["PushedJob"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3352,6 +3712,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description not_unique (naming the holder), batch_committed or batch_finished */
             409: {
                 headers: {
@@ -3379,6 +3748,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3390,6 +3768,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3442,7 +3829,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobBatchPushed"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3478,6 +3865,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description batch_committed or batch_finished */
             409: {
                 headers: {
@@ -3505,6 +3901,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3516,6 +3921,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3565,7 +3979,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3592,6 +4006,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3610,6 +4033,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3621,6 +4053,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3670,7 +4111,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3697,6 +4138,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3715,6 +4165,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3726,6 +4185,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3775,7 +4243,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3802,6 +4270,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3820,6 +4297,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3831,6 +4317,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3880,7 +4375,7 @@ export interface operations {
                     "application/json": components["schemas"]["BulkResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3907,6 +4402,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
                 headers: {
@@ -3925,6 +4429,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -3936,6 +4449,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3983,7 +4505,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4019,8 +4541,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4039,6 +4579,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4084,7 +4633,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4120,8 +4669,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4140,6 +4707,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4189,7 +4765,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4209,6 +4785,15 @@ export interface operations {
             };
             /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4243,6 +4828,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4254,6 +4848,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4301,7 +4904,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4337,6 +4940,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description job_state_conflict */
             409: {
                 headers: {
@@ -4355,6 +4967,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4366,6 +4987,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4417,7 +5047,7 @@ export interface operations {
                     "application/json": components["schemas"]["Extended"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4437,6 +5067,15 @@ export interface operations {
             };
             /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4471,6 +5110,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4482,6 +5130,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4533,7 +5190,7 @@ export interface operations {
                     "application/json": components["schemas"]["FailResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4553,6 +5210,15 @@ export interface operations {
             };
             /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4587,6 +5253,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4598,6 +5273,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4645,7 +5329,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4681,6 +5365,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description job_state_conflict */
             409: {
                 headers: {
@@ -4699,6 +5392,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4710,6 +5412,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4760,7 +5471,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobResult"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4796,8 +5507,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4816,6 +5545,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4863,7 +5601,7 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4899,6 +5637,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description job_state_conflict */
             409: {
                 headers: {
@@ -4917,6 +5664,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description invalid_request */
             422: {
                 headers: {
@@ -4928,6 +5684,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4973,7 +5738,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueList"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5000,8 +5765,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5020,6 +5803,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5067,7 +5859,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueDetail"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5094,8 +5886,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5114,6 +5924,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5161,7 +5980,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueCleared"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5188,8 +6007,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5208,6 +6045,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5255,7 +6101,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueDetail"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5282,8 +6128,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5302,6 +6166,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5349,7 +6222,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueDetail"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5376,8 +6249,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5396,6 +6287,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5443,7 +6343,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerList"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5470,8 +6370,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5490,6 +6408,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5535,7 +6462,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkersSignalled"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5562,8 +6489,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5582,6 +6527,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5627,7 +6581,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkersSignalled"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5654,8 +6608,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5674,6 +6646,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5721,7 +6702,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerSignalled"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5757,8 +6738,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5777,6 +6776,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5824,7 +6832,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerSignalled"];
                 };
             };
-            /** @description the request is malformed: invalid_json (the body is not JSON), or a code naming the refused part */
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5860,8 +6868,26 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5880,6 +6906,15 @@ export interface operations {
             };
             /** @description too_many_auth_failures: too many failed authentications from this address */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -193,26 +193,32 @@ def install(app: FastAPI, unavailable: tuple[type[Exception], ...]) -> None:
 # What each status means, for the statuses an operation may answer besides its own (the codes
 # in the descriptions are the usual ones; a client reads ``code`` from the body).
 _COMMON = {
-    "400": "the request is malformed: invalid_json (the body is not JSON), or a code naming "
-    "the refused part",
+    "400": "the request is malformed: malformed_request (not HTTP/1.1 the server can parse), "
+    "invalid_json (the body is not JSON), or a code naming the refused part",
     "401": "unauthorized: no valid bearer token (WWW-Authenticate says Bearer)",
     "403": "forbidden: the token lacks the scope the operation needs (or another refusal, "
     "named by its code)",
+    "408": "request_timeout: the request's head or body did not arrive within "
+    "WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed)",
     "413": "payload_too_large: the body is over WERK_MAX_BODY_BYTES",
     "415": "unsupported_media_type: a body that is not Content-Type: application/json",
+    "421": "host_not_allowed: the Host header names no host this server answers to "
+    "(WERK_ALLOWED_HOSTS)",
     "422": "invalid_request: a field or parameter is invalid (`errors` says which)",
     "429": "too_many_auth_failures: too many failed authentications from this address",
+    "431": "header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES",
     "500": "internal_error: the server failed unexpectedly (the error is logged)",
     "503": "database_unavailable: the database is unreachable; retry (Retry-After)",
 }
 _PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
 
 
-def document(app: FastAPI, offline: Collection[str]) -> None:
+def document(app: FastAPI, offline: Collection[str], probes: Collection[str]) -> None:
     """Declares every error an operation can answer, each as problem+json with the Problem
     schema (generated clients then parse error bodies, 204 operations included): the ones a
     route names, the body and authentication errors that apply to it, and the limit and failure
-    answers of every request. ``offline``: the paths that never touch the database (no 503)."""
+    answers of every request. ``offline``: the paths that never touch the database (no 503);
+    ``probes``: the paths answered whatever the Host (no 421)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -220,7 +226,7 @@ def document(app: FastAPI, offline: Collection[str]) -> None:
         for path, operations in schema.get("paths", {}).items():
             for operation in operations.values():
                 responses = operation.setdefault("responses", {})
-                for status in _statuses(path, operation, offline):
+                for status in _statuses(path, operation, offline, probes):
                     responses.setdefault(status, {"description": _COMMON[status]})
                 for status, response in responses.items():
                     if status[0] in "45":
@@ -243,8 +249,12 @@ def _problem_content(response: dict[str, Any]) -> dict[str, Any]:
     return _PROBLEM
 
 
-def _statuses(path: str, operation: dict[str, Any], offline: Collection[str]) -> list[str]:
-    statuses = ["400", "413", "500"]
+def _statuses(
+    path: str, operation: dict[str, Any], offline: Collection[str], probes: Collection[str]
+) -> list[str]:
+    statuses = ["400", "408", "413", "431", "500"]
+    if path not in probes:
+        statuses.append("421")
     if "requestBody" in operation:
         statuses += ["415", "422"]
     elif operation.get("parameters"):
