@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import get_args
 
 from fastapi import Depends, FastAPI
 
@@ -25,7 +26,7 @@ from werk.api import (
 from werk.api.auth import RequestGuard, authorize
 from werk.api.limits import BodyLimit
 from werk.api.traffic import TrafficRouter
-from werk.config import Settings
+from werk.config import Scope, Settings
 from werk.db import queries
 from werk.db.failures import CONNECTION_ERRORS
 from werk.db.listener import APPLICATION_NAME, Listener
@@ -182,7 +183,9 @@ def create_app(
         version=__version__,
         summary="Language-agnostic background jobs over HTTP, stored in PostgreSQL.",
         lifespan=lifespan,
-        openapi_url="/openapi.json",
+        # With tokens, /openapi.json needs one (system_routes.description_router), and the docs
+        # pages, which would fetch it without one, are off.
+        openapi_url=None if settings.tokens else "/openapi.json",
         # Werk exports its own Prometheus metrics; FastAPI's OpenTelemetry hook would look up
         # the providers (environment reads) on every request for nothing.
         telemetry={"tracing": False, "metrics": False, "logs": False},
@@ -205,6 +208,11 @@ def create_app(
         dependencies=[Depends(authorize("admin", public=("/livez", "/readyz")))],
     )
     auth.document_public(app, ("/livez", "/readyz"))
+    if settings.tokens:
+        app.include_router(
+            system_routes.description_router,
+            dependencies=[Depends(authorize("admin", read=get_args(Scope)))],
+        )
     app.include_router(admin_routes.router, dependencies=[Depends(authorize("admin"))])
     app.include_router(metrics_routes.router, dependencies=[Depends(authorize("metrics"))])
     web.install(app, settings)  # the dashboard at /: login sessions, admin scope

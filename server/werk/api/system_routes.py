@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter
-from starlette.responses import Response
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
 
 from werk.api import schemas
 from werk.api.problems import werk_problem
@@ -14,6 +14,8 @@ from werk.errors import DatabaseUnavailable
 from werk.http.deps import ServicesDep
 
 router = APIRouter(tags=["system"])
+# The API description where tokens are configured: served to token holders only.
+description_router = APIRouter()
 
 READY_TIMEOUT = 2.0  # seconds; a database that takes longer is not ready
 
@@ -42,3 +44,8 @@ async def readyz(services: ServicesDep) -> Response:
     except Exception:
         return werk_problem(DatabaseUnavailable("the database does not answer"))
     return JSON({"status": "ready"})
+
+
+@description_router.get("/openapi.json", include_in_schema=False)
+async def openapi_document(request: Request) -> Response:
+    return JSONResponse(request.app.openapi())

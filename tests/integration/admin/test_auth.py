@@ -137,9 +137,24 @@ async def test_scoped_tokens_do_real_work(secured: InProcess) -> None:
     assert r.json()["days"][0]["processed"] == 1
 
 
+async def test_the_api_description_is_for_token_holders(secured: InProcess) -> None:
+    anonymous = await secured.http.get("/openapi.json")
+    assert anonymous.status_code == 401
+    assert anonymous.json()["code"] == "unauthorized"
+    for scope in TOKENS:
+        described = await secured.http.get("/openapi.json", headers=bearer(scope))
+        assert described.status_code == 200, scope
+        assert "/v1/jobs" in described.json()["paths"]
+    # The docs pages would fetch the description without a token: they are off.
+    for page in ("/docs", "/redoc"):
+        assert (await secured.http.get(page, headers=bearer("admin"))).status_code == 404
+
+
 async def test_no_tokens_means_open(api: InProcess) -> None:
     assert (await api.http.get("/v1/queues")).status_code == 200
     assert (await api.http.get("/metrics")).status_code == 200
+    for page in ("/openapi.json", "/docs", "/redoc"):
+        assert (await api.http.get(page)).status_code == 200, page
 
 
 async def test_metrics_can_be_public(make_api: Callable[..., Any]) -> None:
