@@ -1,11 +1,13 @@
 """Bounds on HTTP connections, so clients that connect and send nothing, or send a request a byte
-at a time, cannot hold the server's file descriptors: a deadline for each request's head and body,
-and a cap on open connections per process.
+at a time, cannot hold the server's file descriptors, and clients that send long heads or many
+pipelined requests cannot fill its memory: a deadline for each request's head and body, a cap on
+open connections per process, a bound on a request's head and on the requests read ahead.
 
 uvicorn bounds only the idle time between requests (keep-alive); a connection that never sends a
 whole request stays open, and its ``limit_concurrency`` answers 503 once in-flight requests reach
-the limit, which would also refuse workers' long polls. So the limits live in a subclass of
-uvicorn's httptools protocol (the one it picks itself when httptools is installed)."""
+the limit, which would also refuse workers' long polls. Its httptools protocol keeps a head in
+memory however long it grows, and parses every request one read holds. So the limits live in a
+subclass of that protocol (the one uvicorn picks itself when httptools is installed)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,10 @@ log = logging.getLogger(__name__)
 # pools and LISTEN connection, the event loop's own, log files.
 RESERVED_FILES = 64
 REFUSAL_LOG_INTERVAL = 10.0
+# Requests read ahead of the one being answered, at most, on one connection (HTTP/1.1
+# pipelining). uvicorn parses all that one read holds, and each parsed request costs a few kB:
+# without a bound, a quarter MB of tiny requests costs the server some 15 MB per connection.
+MAX_PIPELINED = 64
 # A request line's bytes besides its method and target: two spaces, "HTTP/1.1" and its CRLF;
 # with the CRLF that ends the head.
 REQUEST_LINE_FRAME = 14
@@ -69,6 +75,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     keep-alive timer and the app's own waits (long polls) govern. A single timer per connection
     checks it, re-armed only when it fires or a deadline comes earlier than it.
 
+    A head over its bound, a request the parser refuses, or one more request than may be read
+    ahead stops the reading (_stop): the requests read before are answered, then the refusal,
+    and the connection is closed.
+
     Its answers are written through a CoalescingTransport (werk.coalescing), so that each goes
     out in one write."""
 
@@ -90,6 +100,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         # being parsed.
         self.head_bytes = 0
         self.head_completed = False
+        # No further request is read (_stop), and the answer owed once those before are.
+        self.stopped = False
         self.refusal: WerkError | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -109,6 +121,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self.stopped:
+            return
         began_in_head = self.reading != "body"
         self.head_completed = False
         super().data_received(data)
@@ -118,22 +132,46 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if began_in_head and self.reading == "head" and not self.head_completed:
             self.head_bytes += len(data)
             if self.head_bytes > self.limits.max_header_bytes:
-                self._refuse(self._head_too_large())
+                self._stop(self._head_too_large())
 
     def send_400_response(self, msg: str) -> None:
-        """What the parser refused (or a refusal raised from its callback), as problem+json
-        like every other refusal, where uvicorn's own answer is text/plain."""
-        self._refuse(
-            self.refusal
-            or MalformedRequest(
-                "the server could not parse the request: a bad request line, header or chunk"
-            )
+        """What the parser refused, or a refusal raised from its callback (already stopped)."""
+        if self.stopped:
+            return
+        error = MalformedRequest(
+            "the server could not parse the request: a bad request line, header or chunk"
         )
-
-    def _refuse(self, error: WerkError) -> None:
-        if not self.transport.is_closing():
-            self.transport.write(_answer(error))
+        if self.reading == "body":
+            # The request being read is broken: its app, if it runs, sees the close.
+            if self.cycle is None or not self.cycle.response_started:
+                self.transport.write(_answer(error))
             self.transport.close()
+        else:
+            self._stop(error)
+
+    def _stop(self, refusal: WerkError | None) -> None:
+        """Reads no further request; the requests read before are answered, then ``refusal``
+        (problem+json, where uvicorn's own answers are text/plain), then the connection is
+        closed."""
+        self.stopped = True
+        self.refusal = refusal
+        self.deadline = None  # the requests read before may take their time (long polls)
+        self.flow.pause_reading()
+        self._close_when_answered()
+
+    def _close_when_answered(self) -> None:
+        answered = self.cycle is None or self.cycle.response_complete
+        if self.pipeline or not answered or self.transport.is_closing():
+            return
+        if self.refusal is not None:
+            self.transport.write(_answer(self.refusal))
+        self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.stopped:
+            self.flow.pause_reading()
+            self._close_when_answered()
 
     def _head_too_large(self) -> HeaderTooLarge:
         limit = self.limits.max_header_bytes
@@ -152,10 +190,15 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         for name, value in self.headers:
             size += len(name) + len(value) + 4  # ": " and CRLF
         if size > self.limits.max_header_bytes:
-            # Raised in the parser's callback: the parser stops, and uvicorn answers through
-            # send_400_response.
-            self.refusal = self._head_too_large()
-            raise self.refusal
+            self._stop(self._head_too_large())
+        elif len(self.pipeline) >= MAX_PIPELINED:
+            # Closed once those read are answered: the client sends the rest again (RFC 9112,
+            # 9.3.2).
+            self._stop(None)
+        if self.stopped:
+            # The parser stops at an exception from its callback (uvicorn then calls
+            # send_400_response).
+            raise ConnectionAbortedError("no further request is read on this connection")
         super().on_headers_complete()
         self.reading = "body"
         self._read_by(self.loop.time() + self.limits.body_timeout)

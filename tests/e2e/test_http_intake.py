@@ -1,8 +1,10 @@
 """What the HTTP layer refuses before any route reads it is answered as every refusal is, with
-problem+json and a stable code, and then the connection is closed: a request the parser cannot
-read (400 malformed_request), and a request line and headers over WERK_MAX_HEADER_BYTES (431
-header_too_large), whether the head comes whole or a piece at a time, however long it would
-grow. Nothing is stored, and the server goes on serving. Against real `werk serve` processes."""
+problem+json and a stable code, after the requests read before it on the connection, which is
+then closed: a request the parser cannot read (400 malformed_request), and a request line and
+headers over WERK_MAX_HEADER_BYTES (431 header_too_large), whether the head comes whole or a
+piece at a time, however long it would grow. Pipelined requests are read a bounded number
+ahead; the connection closes once those are answered, and each push answered is stored, the
+rest are not. Against real `werk serve` processes."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ LIMIT = 4096
 HOST = b"Host: 127.0.0.1\r\n"
 
 
-async def _exchange(port: int, pieces: list[bytes]) -> bytes:
+async def _exchange(port: int, pieces: list[bytes], wait: float = 10) -> bytes:
     """Sends ``pieces`` one write each, a moment apart, and reads until the server closes (a
     refusal closes the connection: nothing may be written after the piece it refuses)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -26,7 +28,7 @@ async def _exchange(port: int, pieces: list[bytes]) -> bytes:
             writer.write(piece)
             await writer.drain()
             await asyncio.sleep(0.05)
-        return await asyncio.wait_for(reader.read(), timeout=10)
+        return await asyncio.wait_for(reader.read(), timeout=wait)
     finally:
         writer.close()
 
@@ -113,3 +115,36 @@ async def test_a_head_over_max_header_bytes_gets_431_whole_or_in_pieces(
         )
     assert under.status_code == 201, under.text
     assert await count_jobs(database_url) == 1
+
+
+async def test_pipelined_requests_are_read_a_bounded_number_ahead(werk_server, database_url):
+    body = b'{"jobtype": "pipelined", "args": []}'
+    push = (
+        b"POST /v1/jobs HTTP/1.1\r\n" + HOST + b"Content-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    received = await _exchange(werk_server.port, [push * 300])
+    answers = received.split(b"HTTP/1.1 ")[1:]
+    assert 0 < len(answers) < 300
+    assert all(a.startswith(b"201 ") for a in answers), received[:300]
+    # Each answered push is stored, and only those: the rest were never read.
+    assert await count_jobs(database_url) == len(answers)
+
+
+async def test_a_refusal_waits_for_the_answers_before_it(werk_server_factory):
+    # A long poll outlasting the head deadline, then a head over the limit on the same
+    # connection: the poll is answered, then the refusal, then the connection closes.
+    server = werk_server_factory(
+        env={"WERK_MAX_HEADER_BYTES": str(LIMIT), "WERK_HEADER_TIMEOUT": "1"}
+    )
+    poll = b'{"queues": ["empty"], "wid": "w1", "wait": 2.5}'
+    fetch = (
+        b"POST /v1/fetch HTTP/1.1\r\n" + HOST + b"Content-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(poll), poll)
+    )
+    oversized = b"GET /livez HTTP/1.1\r\n" + HOST + b"X-Pad: " + b"a" * LIMIT + b"\r\n\r\n"
+    received = await _exchange(server.port, [fetch + oversized], wait=15)
+    assert received.startswith(b"HTTP/1.1 200 "), received[:300]
+    fetched, _, refusal = received.partition(b"HTTP/1.1 431 ")
+    assert json.loads(fetched.partition(b"\r\n\r\n")[2])["jobs"] == []
+    _problem(b"HTTP/1.1 431 " + refusal, 431, "header_too_large")
