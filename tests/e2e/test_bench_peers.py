@@ -15,6 +15,8 @@ from bench.peers import harness
 from tests.support.harness import bench_context
 from tests.support.server import ServerProcess
 
+OTHERS = {p.name for p in harness.PEERS if p.database is not None}
+
 
 async def test_every_peer_driver_runs_every_row(
     werk_server: ServerProcess, database_url: str
@@ -27,6 +29,16 @@ async def test_every_peer_driver_runs_every_row(
         runs = await harness.run(
             ctx, harness.NAMES, lambda r, _line: records.append(r), database_prefix=prefix
         )
+        # Another queue's own library may miss a job now and then on a loaded machine (pg-boss
+        # once handled 4 of 5 in the latency row): such a peer runs once more, and fails the
+        # test if it fails again. Werk's clients get no second run.
+        again = [r["variant"] for r in records if r["failures"] and r["variant"] in OTHERS]
+        if again:
+            records = [r for r in records if r["variant"] not in again]
+            runs |= await harness.run(
+                ctx, again, lambda r, _line: records.append(r), database_prefix=prefix
+            )
+            records.sort(key=lambda r: harness.NAMES.index(r["variant"]))
     finally:
         conn = await asyncpg.connect(database_url)
         try:
