@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 RESERVED_FILES = 64
 REFUSAL_LOG_INTERVAL = 10.0
 # Requests read ahead of the one being answered, at most, on one connection (HTTP/1.1
-# pipelining). uvicorn parses all that one read holds, and each parsed request costs a few kB:
-# without a bound, a quarter MB of tiny requests costs the server some 15 MB per connection.
+# pipelining). uvicorn parses all that one read holds, and each parsed request is held until
+# answered: without a bound, one read of tiny requests holds thousands of them.
 MAX_PIPELINED = 64
 # A request line's bytes besides its method and target: two spaces, "HTTP/1.1" and its CRLF;
 # with the CRLF that ends the head.

@@ -29,9 +29,9 @@ async def test_every_peer_driver_runs_every_row(
         runs = await harness.run(
             ctx, harness.NAMES, lambda r, _line: records.append(r), database_prefix=prefix
         )
-        # Another queue's own library may miss a job now and then on a loaded machine (pg-boss
-        # once handled 4 of 5 in the latency row): such a peer runs once more, and fails the
-        # test if it fails again. Werk's clients get no second run.
+        # Another queue's own library may miss a job now and then on a loaded machine: such a
+        # peer runs once more, and fails the test if it fails again. Werk's clients get no
+        # second run.
         again = [r["variant"] for r in records if r["failures"] and r["variant"] in OTHERS]
         if again:
             records = [r for r in records if r["variant"] not in again]
