@@ -117,25 +117,32 @@ VALUES
 """
 
 
+async def database_before(test_databases, name: str, version: int, jobs: str) -> str:
+    """A new database ``name`` migrated to just before ``version``, holding ``jobs`` (SQL)."""
+    await test_databases.drop(name)
+    await sql(test_databases.root_url, f'CREATE DATABASE "{name}"')
+    url: str = test_databases.url(name)
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(sql_file("migration_table"))
+        for number, migration, text in available_migrations():
+            if number < version:
+                await conn.execute(text)
+                await conn.execute(sql_file("migration_record"), number, migration)
+        await conn.execute(jobs)
+    finally:
+        await conn.close()
+    return url
+
+
 async def test_the_latest_migration_keeps_the_jobs_of_a_database_it_upgrades(test_databases):
     """A database at the previous version, holding jobs in every state (completed ones kept in
     werk_completed_jobs), is upgraded at start-up: every job reads back the same and the stored
     jobs can still be claimed and acked."""
     name = f"werk_upgrade_{id(test_databases) % 10000}"
-    await test_databases.drop(name)
-    await sql(test_databases.root_url, f'CREATE DATABASE "{name}"')
-    url = test_databases.url(name)
-    *earlier, _ = available_migrations()
+    *_, (latest, _, _) = available_migrations()
+    url = await database_before(test_databases, name, latest, JOBS_IN_EVERY_STATE)
     try:
-        conn = await asyncpg.connect(url)
-        try:
-            await conn.execute(sql_file("migration_table"))
-            for version, migration, text in earlier:
-                await conn.execute(text)
-                await conn.execute(sql_file("migration_record"), version, migration)
-            await conn.execute(JOBS_IN_EVERY_STATE)
-        finally:
-            await conn.close()
         before = await sql(url, "SELECT * FROM werk_stored_jobs ORDER BY jid")
         await prepare_database(url)
         # Every job, in the table that now holds it (completed ones: werk_completed_jobs).
@@ -158,3 +165,41 @@ async def test_the_latest_migration_keeps_the_jobs_of_a_database_it_upgrades(tes
             await conn.close()
     finally:
         await test_databases.drop(name)
+
+
+WORDY_JOBS = """
+INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, finished_at)
+VALUES ('wordy-dead', 'resize', 'img', jsonb_build_array(repeat('word ', 20000) || 'farend'),
+        'dead', now(), now(), now()),
+       ('short-dead', 'resize', 'img', '["farend"]', 'dead', now(), now(), now())
+"""
+
+
+async def test_bounding_the_words_makes_the_index_entries_of_larger_jobs_again(test_databases):
+    """Migration 20 bounds a job's words to its first 65,536 characters: a job stored before it
+    whose last word lies further on is no longer found by that word, through the index too."""
+    name = f"werk_words_{id(test_databases) % 10000}"
+    url = await database_before(test_databases, name, 20, WORDY_JOBS)
+    try:
+        assert await farend(url) == ["short-dead", "wordy-dead"]
+        await prepare_database(url)
+        assert await farend(url) == ["short-dead"]
+    finally:
+        await test_databases.drop(name)
+
+
+async def farend(url: str) -> list[str]:
+    """The dead jobs the words index finds by "farend"."""
+    query = """
+        SELECT array_agg(jid ORDER BY jid) FROM werk_jobs
+        WHERE werk_job_words(errtype, message, args, custom) @@ 'farend'::tsquery
+          AND state NOT IN ('available', 'active')
+    """
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("SET enable_seqscan = off")
+        assert "werk_jobs_words_idx" in "".join(r[0] for r in await conn.fetch("EXPLAIN " + query))
+        found: list[str] = await conn.fetchval(query)
+        return found
+    finally:
+        await conn.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
@@ -194,23 +195,33 @@ class Maintenance:
         loop = asyncio.get_running_loop()
         vacuumed = checked = loop.time()
         while True:
-            try:
-                await self.release_orphans()
-                await self.expire_due()
-                await self.promote_due()
-                if passes % PRUNE_EVERY == 0:
-                    await self.prune()
-                passes += 1
-                interval = self._settings.vacuum_interval
-                if interval > 0 and loop.time() - vacuumed >= interval:
-                    vacuumed = loop.time()
-                    await self.vacuum()
-                every = self._settings.search_index_check_interval
-                if self._search_index is not None and loop.time() - checked >= every:
-                    checked = loop.time()
-                    await self._search_index.check(self._pool)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("maintenance pass failed: %s", exc)
+            steps: list[Callable[[], Awaitable[object]]] = [
+                self.release_orphans,
+                self.expire_due,
+                self.promote_due,
+            ]
+            if passes % PRUNE_EVERY == 0:
+                steps.append(self.prune)
+            passes += 1
+            interval = self._settings.vacuum_interval
+            if interval > 0 and loop.time() - vacuumed >= interval:
+                vacuumed = loop.time()
+                steps.append(self.vacuum)
+            every = self._settings.search_index_check_interval
+            if self._search_index is not None and loop.time() - checked >= every:
+                checked = loop.time()
+                steps.append(self._check_search_index)
+            # Each step on its own: one that fails (a row PostgreSQL refuses to write, a lock
+            # timeout) leaves the others to run, so no job of another queue waits on it.
+            for step in steps:
+                try:
+                    await step()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning("maintenance step %s failed: %s", step.__name__, exc)
             await asyncio.sleep(self._settings.maintenance_interval)
+
+    async def _check_search_index(self) -> None:
+        if self._search_index is not None:
+            await self._search_index.check(self._pool)
