@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from werk.errors import Forbidden
+from werk.errors import CrossSiteRequest
 from werk.http.proxies import forwarded
 from werk.services.access import Authenticator, Principal
 from werk.services.container import Services
@@ -75,15 +75,19 @@ def check_same_origin(request: Request) -> None:
     if site is not None:
         if site == "same-origin":
             return
-        raise Forbidden(f"cross-site request refused (Sec-Fetch-Site: {site})")
+        raise CrossSiteRequest(f"cross-site request refused (Sec-Fetch-Site: {site})")
     source = request.headers.get("origin") or request.headers.get("referer")
     if not source or source == "null":
-        raise Forbidden("request refused: no Origin or Referer to prove it is same-origin")
+        raise CrossSiteRequest("request refused: no Origin or Referer to prove it is same-origin")
     host = request.headers.get("host", "")
     if forwarded(request.scope):  # the name the client used, as our own proxy reports it
         host = request.headers.get("x-forwarded-host", host).rsplit(",", 1)[-1].strip()
-    if urlsplit(source).netloc.lower() != host.lower():
-        raise Forbidden("cross-site request refused (Origin does not match Host)")
+    try:
+        netloc = urlsplit(source).netloc
+    except ValueError:  # e.g. an unclosed IPv6 bracket: it names no origin
+        netloc = ""
+    if netloc.lower() != host.lower():
+        raise CrossSiteRequest("cross-site request refused (Origin does not match Host)")
 
 
 def new_nonce() -> str:

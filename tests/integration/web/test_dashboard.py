@@ -211,13 +211,15 @@ async def test_worker_actions(api: InProcess) -> None:
         {"Origin": "https://evil.example"},
         {"Origin": "null"},
         {"Referer": "https://evil.example/page"},
+        {"Origin": "http://["},  # no URL
+        {"Referer": "http://[::1/page"},
         {},  # no evidence at all
     ],
 )
 async def test_cross_site_posts_are_refused(api: InProcess, headers: dict[str, str]) -> None:
     await push(api, queue="q")
     r = await api.http.post("/actions/queues/q/pause", data={}, headers=headers)
-    assert r.status_code == 403
+    assert (r.status_code, r.json()["code"]) == (403, "cross_site_request")
     assert r.headers["content-type"] == "application/problem+json"
     assert (await api.http.get("/v1/queues/q")).json()["paused"] is False
 
@@ -306,9 +308,15 @@ async def test_login_redirects_only_to_this_dashboard(secured: InProcess) -> Non
 
 
 async def test_login_form_is_same_origin_only(secured: InProcess) -> None:
-    r = await secured.http.post("/login", data={"token": ADMIN},
-                                headers={"Sec-Fetch-Site": "cross-site"})  # fmt: skip
-    assert r.status_code == 403
+    for headers in (
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Origin": "https://evil.example"},
+        {"Origin": "http://["},
+        {"Referer": "http://[::1/login"},
+    ):
+        r = await secured.http.post("/login", data={"token": ADMIN}, headers=headers)
+        assert (r.status_code, r.json()["code"]) == (403, "cross_site_request"), headers
+        assert "werk_session" not in r.headers.get("set-cookie", "")
 
 
 async def test_forwarded_prefix(make_api: Callable[..., Any]) -> None:

@@ -124,7 +124,7 @@ async def test_forwarded_headers_from_other_clients_count_for_nothing(
     await push(api, headers=AUTH, queue="q")
     await login_via(api, {})
     r = await api.http.post("/actions/queues/q/pause", data={}, headers=EVIL_HOST)
-    assert r.status_code == 403 and r.json()["code"] == "forbidden"
+    assert r.status_code == 403 and r.json()["code"] == "cross_site_request"
     assert (await api.http.get("/v1/queues/q", headers=AUTH)).json()["paused"] is False
     page = (await api.http.get("/queues", headers={"X-Forwarded-Prefix": "/evil"})).text
     assert 'href="/queues"' in page and "/evil" not in page
