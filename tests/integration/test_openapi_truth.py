@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import InProcess
@@ -75,12 +76,29 @@ async def test_queue_names_in_paths_and_filters_follow_the_queue_pattern(api: In
     assert (await api.http.get("/v1/queues")).json()["queues"] == []
 
 
-async def test_allow_names_every_method_of_the_path(api: InProcess) -> None:
-    """/v1/jobs is served by two routes (GET lists, POST pushes)."""
-    r = await api.http.request("PUT", "/v1/jobs")
-    assert r.status_code == 405
-    assert r.headers["content-type"] == "application/problem+json"
-    assert r.headers["allow"] == "GET, POST"
+async def test_allow_names_every_method_of_the_path(
+    api: InProcess, make_api: Callable[..., Any]
+) -> None:
+    """/v1/jobs is served by two routes (GET lists, POST pushes); the dashboard's paths are not
+    in the document."""
+    for method, path, allow in (
+        ("PUT", "/v1/jobs", "GET, POST"),
+        ("GET", "/v1/fetch", "POST"),
+        ("PUT", "/v1/jobs/j-1", "DELETE, GET"),
+        # The dashboard's paths, which the document leaves out.
+        ("PUT", "/login", "GET, POST"),
+        ("DELETE", "/queues", "GET"),
+        ("GET", "/actions/jobs", "POST"),
+        ("PUT", "/static/werk.css", "GET, HEAD"),
+    ):
+        r = await api.http.request(method, path)
+        assert r.status_code == 405, path
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.headers["allow"] == allow, path
+    prefixed: InProcess = await make_api(root_path="/werk")
+    for path in ("/werk/login", "/login"):
+        r = await prefixed.http.put(path)
+        assert (r.status_code, r.headers["allow"]) == (405, "GET, POST"), path
 
 
 async def test_every_error_of_every_operation_is_a_declared_problem(api: InProcess) -> None:

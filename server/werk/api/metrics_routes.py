@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from werk.api.problems import METHODS
 from werk.http.deps import ServicesDep
 from werk.services.metrics import CONTENT_TYPE, RequestDurations
 
@@ -57,4 +58,7 @@ class TimeRequests:
             route = getattr(scope.get("route"), "path", None)
             if route is None:
                 route = "/static" if scope["path"].startswith("/static/") else "(unmatched)"
-            self.durations.observe(scope["method"], route, status, time.perf_counter() - started)
+            # Any token is a method to the parser; only those of HTTP become a label of their own,
+            # so that no client can add series at will.
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.durations.observe(method, route, status, time.perf_counter() - started)

@@ -157,7 +157,8 @@ class ForwardedPrefix:
                         prefix = announced
                     break
             if prefix:
-                scope = dict(scope)
+                # In place: the route the router notes in the scope is what the request timer,
+                # further out, labels the request with.
                 scope["root_path"] = prefix
         await self.app(scope, receive, send)
 

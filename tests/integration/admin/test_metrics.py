@@ -3,6 +3,7 @@ the promised families, bounded labels, and counters that survive job deletion.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -72,6 +73,25 @@ async def test_metrics_families_and_values(api: InProcess) -> None:
                 "le",
             }
             assert job["jid"] not in str(sample.labels)
+
+
+async def test_requests_are_timed_per_route_under_a_prefix_and_per_method_of_http(
+    make_api: Callable[..., Any],
+) -> None:
+    """Behind a path prefix (WERK_ROOT_PATH) a request still counts under its route; a method
+    HTTP does not define counts as "other", so clients cannot add series at will."""
+    api: InProcess = await make_api(root_path="/werk")
+    for path in ("/werk/v1/queues", "/v1/queues"):
+        assert (await api.http.get(path)).status_code == 200
+    for method in ("PROPFIND", "MKCALENDAR", "BREW"):
+        assert (await api.http.request(method, "/v1/queues")).status_code == 405
+    m = await scrape(api)
+    count = "werk_http_request_duration_seconds_count"
+    assert value(m, count, route="/v1/queues", method="GET", status="200") == 2
+    assert value(m, count, route="/v1/queues", method="other", status="405") == 3
+    samples = m["werk_http_request_duration_seconds"].samples
+    assert {s.labels["method"] for s in samples} == {"GET", "other"}
+    assert "(unmatched)" not in {s.labels["route"] for s in samples}
 
 
 async def test_counters_survive_deletion_and_count_expired_leases(api: InProcess) -> None:
