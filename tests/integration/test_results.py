@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from datetime import datetime
 
 import pytest
@@ -92,6 +93,36 @@ async def test_a_batch_ack_stores_each_items_result(api):
     for j in jobs[:2]:
         assert (await result(api, j["jid"])).json()["result"] == j["jid"].upper()
     assert (await result(api, jobs[2]["jid"])).json()["result"] is None
+
+
+async def test_only_the_current_lease_writes_its_result(api):
+    """A job acked twice at once, with its current lease and a stale one (a worker's ack of an
+    earlier attempt beside the retry's), in one batch either way round or in two requests: the
+    stale ack changes nothing; the current one stores its result."""
+    for i in range(3):
+        await push(api, jid=f"result-twice-{i}", keep_result_for=60)
+    r = await api.http.post("/v1/fetch", json={"queues": ["default"], "wid": "w", "count": 3})
+    first, second, third = r.json()["jobs"]
+    stale = str(uuid.uuid4())
+
+    def item(job, lease, result):
+        return {"jid": job["jid"], "lease": lease, "result": result}
+
+    acks = [
+        item(first, first["lease"], "current"),
+        item(first, stale, "stale"),
+        item(second, stale, "stale"),
+        item(second, second["lease"], "current"),
+    ]
+    r = await api.http.post("/v1/ack", json={"acks": acks})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"acked": [first["jid"], second["jid"]], "lease_lost": []}
+    answers = await asyncio.gather(
+        ack(api, {**third, "lease": stale}, result="stale"), ack(api, third, result="current")
+    )
+    assert [a.status_code for a in answers] == [409, 204]
+    for job in (first, second, third):
+        assert (await result(api, job["jid"])).json()["result"] == "current"
 
 
 async def test_one_batch_ack_completes_jobs_deleted_kept_and_depended_on(api, database_url):

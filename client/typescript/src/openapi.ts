@@ -75,7 +75,8 @@ export interface paths {
         put?: never;
         /**
          * Ack Batch
-         * @description Ack many jobs at once; jobs whose lease is not current are listed, not acked. A result
+         * @description Ack many jobs at once; jobs whose lease is not current are listed, not acked (of a job
+         *     named with its current lease and another, the current lease's result is stored). A result
          *     too large refuses the whole request (413), acking nothing.
          */
         post: operations["work-ack-batch"];

@@ -324,9 +324,9 @@ class AckBatch(Body):
     def pairs(self) -> list[tuple[str, str]]:
         return [(a.jid, a.lease) for a in self.acks]
 
-    def results(self) -> dict[str, Any]:
-        """Per jid, the result its item carries (items without one are left out)."""
-        return {a.jid: a.result for a in self.acks if a.result is not None}
+    def results(self) -> dict[tuple[str, str], Any]:
+        """Per (jid, lease), the result its item carries (items without one are left out)."""
+        return {(a.jid, a.lease): a.result for a in self.acks if a.result is not None}
 
 
 class AckBatchResult(BaseModel):

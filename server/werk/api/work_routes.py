@@ -66,7 +66,8 @@ async def ack(
 async def ack_batch(
     body: Traffic[schemas.AckBatch], services: ServicesDep, settings: SettingsDep
 ) -> Response:
-    """Ack many jobs at once; jobs whose lease is not current are listed, not acked. A result
+    """Ack many jobs at once; jobs whose lease is not current are listed, not acked (of a job
+    named with its current lease and another, the current lease's result is stored). A result
     too large refuses the whole request (413), acking nothing."""
     if len(body.acks) > settings.max_batch:
         raise InvalidRequest(

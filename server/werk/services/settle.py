@@ -45,6 +45,17 @@ def _with_lease_uuids(acks: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(jid, lid) for jid, lease in acks if (lid := _lease_uuid(lease)) is not None]
 
 
+def _json(result: Any, jid: str, max_bytes: int) -> orjson.Fragment:
+    """``result`` as JSON, or ResultTooLarge over the size limit."""
+    text = orjson.dumps(result)
+    if len(text) > max_bytes:
+        raise ResultTooLarge(
+            f"the result for job {jid!r} is {len(text)} bytes of JSON; this server stores at "
+            f"most {max_bytes} (WERK_MAX_RESULT_BYTES); nothing was changed"
+        )
+    return orjson.Fragment(text)
+
+
 class SettleService:
     def __init__(
         self,
@@ -69,8 +80,8 @@ class SettleService:
     async def ack(self, jid: str, lease: str, result: Any = None) -> None:
         """Complete the attempt ``lease`` holds, storing ``result`` (parsed JSON; None: none) if
         the job is kept."""
-        results = self._encoded({jid: result}) if result is not None else None
         lease_id = _lease_uuid(lease)
+        results = self._encoded({(jid, lease): result}) if result is not None else None
         if lease_id is not None:
             (acked,) = await self._acks.submit((((jid, lease_id),), results))
             if acked is not None:
@@ -79,10 +90,12 @@ class SettleService:
         await self._raise_not_current(jid)
 
     async def ack_many(
-        self, acks: Sequence[tuple[str, str]], results: Mapping[str, Any] | None = None
+        self,
+        acks: Sequence[tuple[str, str]],
+        results: Mapping[tuple[str, str], Any] | None = None,
     ) -> tuple[list[str], list[str]]:
-        """Returns (acked jids, jids whose lease was not current). ``results``: per jid, the
-        result to store (parsed JSON)."""
+        """Returns (acked jids, jids whose lease was not current). ``results``: per (jid,
+        lease) of ``acks``, the result to store (parsed JSON) if that lease is current."""
         encoded = self._encoded(results) if results else None
         valid = _with_lease_uuids(acks)
         outcomes = await self._acks.submit((valid, encoded)) if valid else []
@@ -94,21 +107,15 @@ class SettleService:
             self._settled([jid for jid, _ in valid], outcomes)
         return acked, [jid for jid, _ in acks if jid not in done]
 
-    def _encoded(self, results: Mapping[str, Any]) -> dict[str, Any]:
-        """The results as JSON, each checked against the size limit before anything is
-        written."""
+    def _encoded(self, results: Mapping[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
+        """The results as JSON, keyed by (jid, lease in canonical form), each checked against
+        the size limit before anything is written."""
         encoded = {}
-        for jid, result in results.items():
-            if result is None:
-                continue
-            text = orjson.dumps(result)
-            if len(text) > self._max_result_bytes:
-                raise ResultTooLarge(
-                    f"the result for job {jid!r} is {len(text)} bytes of JSON; this server "
-                    f"stores at most {self._max_result_bytes} (WERK_MAX_RESULT_BYTES); nothing "
-                    "was changed"
-                )
-            encoded[jid] = orjson.Fragment(text)
+        for (jid, lease), result in results.items():
+            if result is not None:
+                text = _json(result, jid, self._max_result_bytes)
+                if (lease_id := _lease_uuid(lease)) is not None:
+                    encoded[(jid, lease_id)] = text
         return encoded
 
     def _settled(self, jids: Sequence[str], outcomes: Sequence[Acked]) -> None:
@@ -208,7 +215,9 @@ class SettleService:
             {},
             keep_completed=self._keep_completed,
             by_worker={jid: wid},
-            results=self._encoded({jid: result}) if result is not None else None,
+            results={jid: _json(result, jid, self._max_result_bytes)}
+            if result is not None
+            else None,
         )
         if jid in acked:
             self._settled((jid,), (jid in kept,))

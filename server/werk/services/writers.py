@@ -219,8 +219,9 @@ def _claim_count(claim: Claim) -> int:
 
 
 # One ack request: its (jid, lease) pairs, leases in canonical form, and the results to store
-# (per jid, as JSON already encoded; None: no results).
-AckRequest = tuple[Sequence[tuple[str, str]], Mapping[str, Any] | None]
+# (per pair, as JSON already encoded; None: no results). Per pair, not per jid: of two acks of
+# one job, only the one whose lease is current may write its result.
+AckRequest = tuple[Sequence[tuple[str, str]], Mapping[tuple[str, str], Any] | None]
 
 # Per pair of an ack request: None when its lease was not current, else whether the completed job
 # was kept (False: deleted).
@@ -240,7 +241,7 @@ class AckWriter(HeldWriter[AckRequest, list[Acked]]):
 
     async def _ack_together(self, requests: Sequence[AckRequest]) -> list[list[Acked]]:
         acks = [ack for pairs, _ in requests for ack in pairs]
-        results: dict[str, Any] = {}
+        results: dict[tuple[str, str], Any] = {}
         for _, given in requests:
             if given:
                 results.update(given)
@@ -248,7 +249,11 @@ class AckWriter(HeldWriter[AckRequest, list[Acked]]):
         leases = dict(acks)
         if len(leases) == len(acks):
             done, kept = await queries.ack_jobs(
-                self._db, now, leases, keep_completed=self._keep_completed, results=results
+                self._db,
+                now,
+                leases,
+                keep_completed=self._keep_completed,
+                results=_per_jid(leases, results),
             )
             acked = iter([_acked(jid, done, kept) for jid, _ in acks])
         else:
@@ -256,7 +261,10 @@ class AckWriter(HeldWriter[AckRequest, list[Acked]]):
         return [[next(acked) for _ in pairs] for pairs, _ in requests]
 
     async def _ack_each_jid_once(
-        self, now: datetime | None, acks: Sequence[tuple[str, str]], results: Mapping[str, Any]
+        self,
+        now: datetime | None,
+        acks: Sequence[tuple[str, str]],
+        results: Mapping[tuple[str, str], Any],
     ) -> list[Acked]:
         """Acks that name a job more than once (a stale lease beside the current one, or a retry
         of the same ack): the statement takes one lease per jid, so each further lease for a jid
@@ -273,11 +281,24 @@ class AckWriter(HeldWriter[AckRequest, list[Acked]]):
             placed.append(n)
         done = [
             await queries.ack_jobs(
-                self._db, now, leases, keep_completed=self._keep_completed, results=results
+                self._db,
+                now,
+                leases,
+                keep_completed=self._keep_completed,
+                results=_per_jid(leases, results),
             )
             for leases in statements
         ]
         return [_acked(jid, *done[n]) for (jid, _), n in zip(acks, placed, strict=True)]
+
+
+def _per_jid(
+    leases: Mapping[str, str], results: Mapping[tuple[str, str], Any]
+) -> dict[str, Any] | None:
+    """The results of one statement, which names each jid once, with the lease it gives."""
+    if not results:
+        return None
+    return {jid: results[(jid, lease)] for jid, lease in leases.items() if (jid, lease) in results}
 
 
 def _ack_count(request: AckRequest) -> int:
