@@ -224,6 +224,10 @@ def _nested(depth: int) -> list:
     [
         ("args", [1, {"a": [2, 2**63]}], "64 bits"),
         ("args", [-(2**63) - 1], "64 bits"),
+        # A whole double is stored as the integer it equals.
+        ("args", [1e19], "64-bit integers"),
+        ("args", [-1e19], "64-bit integers"),
+        ("custom", {"a": [1.5e308]}, "64-bit integers"),
         ("args", [{"k": ["ok", "nul\x00"]}], "NUL"),
         ("custom", {"a": {"nul\x00key": 1}}, "NUL"),
         ("args", [[1, 2], _nested(64)], "nested deeper than 64"),
@@ -239,8 +243,28 @@ async def test_json_postgresql_cannot_store_is_rejected_at_any_depth(
     assert await count_jobs(database_url) == 0
 
 
+@pytest.mark.parametrize("args", [[1e20], [{"n": -1e19}], [9.3e18]])
+async def test_a_double_beyond_64_bits_is_refused_in_a_unique_push_and_a_result(
+    api, database_url, args
+):
+    r = await api.http.post("/v1/jobs", json={"jobtype": "x", "args": args, "unique": {}})
+    assert (r.status_code, r.json()["code"]) == (422, "invalid_request"), r.text
+    assert await count_jobs(database_url) == 0
+    r = await api.http.post("/v1/jobs", json={"jobtype": "x", "keep_result_for": 60})
+    (job,) = (await api.http.post("/v1/fetch", json={"queues": ["default"], "wid": "w"})).json()[
+        "jobs"
+    ]
+    for url, body in (
+        (f"/v1/jobs/{job['jid']}/extend", {"lease": job["lease"], "progress": args}),
+        (f"/v1/jobs/{job['jid']}/ack", {"lease": job["lease"], "result": args}),
+    ):
+        r = await api.http.post(url, json=body)
+        assert (r.status_code, r.json()["code"]) == (422, "invalid_request"), r.text
+    assert (await api.http.get(f"/v1/jobs/{job['jid']}")).json()["state"] == "active"
+
+
 async def test_json_at_the_limits_is_stored_as_sent(api):
-    args = [2**63 - 1, -(2**63), 1.5, True, False, None, "é\u2603", {"k": _nested(62)}]
+    args = [2**63 - 1, -(2**63), 1.5, -9.2e18, True, False, None, "é\u2603", {"k": _nested(62)}]
     custom = {"deep": _nested(63), "": []}
     r = await api.http.post("/v1/jobs", json={"jobtype": "x", "args": args, "custom": custom})
     assert r.status_code == 201, r.text

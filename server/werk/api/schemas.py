@@ -251,11 +251,11 @@ class JobBatchPushed(BaseModel):
     )
 
 
-# RFC 7240: a server ignores preferences it does not know, so any value is taken; the schema
-# names the ones that change the answer.
+# RFC 7240: a server ignores preferences it does not know, so any value is taken; the schema's
+# examples name the ones that change the answer.
 Prefer = Annotated[
     str | None,
-    WithJsonSchema({"type": "string", "enum": ["return=minimal", "return=representation"]}),
+    WithJsonSchema({"type": "string", "examples": ["return=minimal", "return=representation"]}),
 ]
 
 

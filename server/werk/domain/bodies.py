@@ -25,8 +25,9 @@ from werk.domain.times import OUT_OF_RANGE, check_time
 # What check_json accepts, in words: JSON Schema could say it only recursively, which several
 # client generators cannot read (tests/e2e/contract/test_schemathesis.py states it as a schema).
 JSON_LIMITS = (
-    "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\\u0000), integers within "
-    f"{INT64.bit_length()} bits, finite numbers, nested at most {MAX_JSON_DEPTH} levels."
+    "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\\u0000), finite numbers "
+    f"within the range of {INT64.bit_length()}-bit integers, nested at most {MAX_JSON_DEPTH} "
+    "levels."
 )
 
 

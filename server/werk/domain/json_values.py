@@ -4,7 +4,8 @@ bodies, FWP) applies to a client's text and JSON values.
 jsonb refuses NUL (\\u0000) in text and keys, and text that is not Unicode (a lone surrogate
 cannot be encoded as UTF-8); it keeps numbers as numeric, which a reader in another language
 takes back as a 64-bit integer or a double, so a larger integer or NaN/Infinity would not come
-back as sent; and deep nesting costs every reader recursion."""
+back as sent. A whole number sent as a double (1e19) is kept as the integer it equals, so
+doubles are bounded as integers are; and deep nesting costs every reader recursion."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def check_text(text: str) -> str:
 
 def check_json(value: Any) -> Any:
     """``value`` (parsed JSON), or ValueError when jsonb cannot keep it exactly: text that
-    check_text refuses (values and keys), NaN/Infinity, integers beyond 64 bits, nesting deeper
-    than MAX_JSON_DEPTH."""
+    check_text refuses (values and keys), NaN/Infinity, numbers beyond the range of 64-bit
+    integers, nesting deeper than MAX_JSON_DEPTH."""
     if value:  # (most args and custom are empty: no call for them)
         _check_container(value, 1)
     return value
@@ -47,8 +48,13 @@ def _check_scalar(item: Any) -> None:
     elif isinstance(item, int):
         if not -INT64 <= item < INT64:
             raise ValueError(f"integers must fit in {INT64.bit_length()} bits")
-    elif isinstance(item, float) and not math.isfinite(item):
-        raise ValueError("numbers must be finite (no NaN or Infinity)")
+    elif isinstance(item, float):
+        if not math.isfinite(item):
+            raise ValueError("numbers must be finite (no NaN or Infinity)")
+        if not -INT64 <= item < INT64:
+            raise ValueError(
+                f"numbers must lie within the range of {INT64.bit_length()}-bit integers"
+            )
 
 
 def _check_container(container: Any, depth: int) -> None:

@@ -65,16 +65,6 @@ def _config(url: str, secured: bool) -> schemathesis.Config:
                 ),
                 *(
                     {
-                        # _precise bounds numbers in args, custom and progress to 64 bits; JSON
-                        # Schema cannot tell a float (stored as is, 1e300 too) from an integer
-                        # (refused beyond 64 bits), so that schema is the stricter one.
-                        "include-operation-id": operation,
-                        "checks": {"negative_data_rejection": {"enabled": False}},
-                    }
-                    for operation in ("jobs-push", "jobs-push-batch", "work-extend")
-                ),
-                *(
-                    {
                         # /v1/jobs/batch and /v1/jobs/retry are also /v1/jobs/{jid} (a job may
                         # be named "batch"): Allow rightly names GET and DELETE there too.
                         "include-path": path,
