@@ -41,8 +41,7 @@ if TYPE_CHECKING:  # integer(): an int once the body's __post_init__ ran
 else:
     FetchCount = integer(1, rules.FETCH_MAX_COUNT)
     Pid = integer(0, 2**31 - 1)
-    # A bound well inside 2**53, so clients that hold numbers as doubles compare it exactly.
-    RssKb = integer(0, 2**50)
+    RssKb = integer(0, rules.RSS_KB_MAX)
 # A path segment naming a job.
 JidInPath = Annotated[
     str, Path(min_length=1, max_length=rules.JID_MAX_LENGTH, pattern=rules.JID_PATTERN)

@@ -29,6 +29,9 @@ ERRTYPE_MAX_LENGTH = 200
 MESSAGE_MAX_LENGTH = 10_000
 BACKTRACE_MAX_LINES = 1000
 FETCH_MAX_COUNT = 100
+# A worker's memory as it reports it: well inside 2**53, so clients that hold numbers as doubles
+# compare the bound exactly.
+RSS_KB_MAX = 2**50
 LEASE_MAX_LENGTH = 100  # what a client may send; the server's leases are UUIDs
 KEEP_RESULT_FOR_MAX = 365 * 86_400
 # A unique lock's time bound and an expiry's delay: up to ten years, in seconds.

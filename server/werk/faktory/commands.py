@@ -18,9 +18,10 @@ from werk import __version__
 from werk.config import Settings
 from werk.domain.batches import BID_MAX_LENGTH, DESCRIPTION_MAX_LENGTH
 from werk.domain.bodies import JobPush
-from werk.domain.job import OnConflict
+from werk.domain.job import JID_PATTERN, RSS_KB_MAX, OnConflict
 from werk.domain.json_values import check_json, check_text
-from werk.errors import DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
+from werk.domain.unique import unique_lock
+from werk.errors import BatchNotFound, DatabaseUnavailable, InvalidRequest, JobNotFound, WerkError
 from werk.faktory import protocol
 from werk.faktory.jobs import (
     BACKTRACE_MAX,
@@ -35,6 +36,7 @@ from werk.faktory.jobs import (
 from werk.faktory.protocol import OK, Command, PasswordRejected, ProtocolError
 from werk.services.container import Services
 from werk.services.faktory_ops import FaktoryOps, MutateFilter
+from werk.services.queues import check_queue_name
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,11 @@ FAKTORY_VERSION = "1.10.0"
 MAX_FETCH_QUEUES = 100
 WID_MAX = 100
 LINE_MAX = 10_000  # one backtrace line
+# A bid as HTTP takes one in a path: what a jid may be, shorter.
+_BID = re.compile(JID_PATTERN)
+# The reply key of a PUSHB item without a usable jid; no jid starts with it.
+POSITION_MARK = "#"
+TWICE = "the jid appears twice in the batch: only its first copy is pushed"
 
 
 @dataclass(slots=True)
@@ -64,7 +71,7 @@ class Session:
     # The worker a FETCH reserves for. A producer connection that fetches gets a wid of its own,
     # so only this connection can settle what it fetched.
     generated_wid: str = field(default_factory=lambda: "fwp-" + secrets.token_hex(8))
-    # Whether the client has closed its side (set by the server to its reader's EOF check).
+    # Whether the client has left: closed its side or reset the connection (set by the server).
     peer_gone: Callable[[], bool] = lambda: False
 
     @property
@@ -186,33 +193,45 @@ class Commands:
         return OK
 
     async def _pushb(self, session: Session, payload: str) -> bytes:
+        """Answers a map of the jobs not stored (by jid, or by POSITION_MARK and index for an
+        item without a usable jid) to why; the other jobs are stored together."""
         raw = protocol.load_json(payload, "PUSHB")
         if not isinstance(raw, list):
             raise InvalidJob("PUSHB needs a JSON array of jobs")
         if len(raw) > self._settings.max_batch:
             raise InvalidJob(f"PUSHB takes at most {self._settings.max_batch} jobs")
-        rejected: dict[str, str] = {}
-        specs: list[JobPush] = []
-        seen: set[str] = set()
-        for i, item in enumerate(raw):
-            jid = item.get("jid") if isinstance(item, dict) else None
-            key = jid if isinstance(jid, str) and jid else str(i)
-            try:
-                spec = job_spec(item)
-            except InvalidJob as exc:
-                rejected[key] = str(exc)
-                continue
-            if spec.jid in seen:
-                rejected[key] = "the jid appears twice in the batch"
-                continue
-            seen.add(spec.jid or key)
-            specs.append(spec)
+        specs, rejected = _pushb_specs(raw)
+        _set_aside(specs, rejected, await self._unjoinable(specs))
+        _set_aside(specs, rejected, _unique_clashes(specs))
         if specs:
-            results = await self._services.push.push(specs)
-            for spec, result in zip(specs, results, strict=True):
+            results = await self._services.push.push(list(specs.values()))
+            for jid, result in zip(specs, results, strict=True):
                 if result.conflict is OnConflict.REJECT:
-                    rejected[spec.jid or ""] = f"NOTUNIQUE {_not_unique(result.job['jid'])}"
+                    rejected[jid] = f"NOTUNIQUE {_not_unique(result.job['jid'])}"
         return protocol.bulk(protocol.dump_json(rejected))
+
+    async def _unjoinable(self, specs: dict[str, JobPush]) -> dict[str, str]:
+        """The jobs of a PUSHB naming a batch they cannot join (not found, committed,
+        finished): each is refused alone, where the push would refuse them all."""
+        closed: dict[str, str] = {}
+        for bid in dict.fromkeys(s.batch for s in specs.values() if s.batch is not None):
+            reason = await self._why_closed(bid)
+            if reason is not None:
+                closed[bid] = reason
+        return {jid: closed[s.batch] for jid, s in specs.items() if s.batch in closed}
+
+    async def _why_closed(self, bid: str) -> str | None:
+        """Why no job may join the batch now (worded as the push would), or None when it is
+        open."""
+        try:
+            row = await self._services.batches.get(bid)
+        except BatchNotFound as exc:
+            return exc.detail
+        if row["completed_at"] is not None:
+            return f"batch {bid} has finished"
+        if row["committed"]:
+            return f"batch {bid} is committed: open it again to add members"
+        return None
 
     # -- batches (Faktory Enterprise) ------------------------------------------------------------
 
@@ -225,8 +244,9 @@ class Commands:
             return await self._batch_new(rest)
         if sub not in ("OPEN", "COMMIT", "STATUS"):
             return protocol.error(f"unknown BATCH command {sub[:20]}")
-        if not rest or len(rest) > BID_MAX_LENGTH or " " in rest:
+        if not rest:
             raise InvalidRequest(f"BATCH {sub} needs a bid")
+        _check_bid(rest, f"BATCH {sub}")
         batches = self._services.batches
         if sub == "OPEN":  # answered with the bid, which Faktory's clients take as the batch's
             await batches.open(rest)
@@ -244,8 +264,10 @@ class Commands:
         if description is not None:
             description = _text(description, DESCRIPTION_MAX_LENGTH)
         parent = raw.get("parent_bid") or None
-        if parent is not None and not isinstance(parent, str):
-            raise InvalidJob("parent_bid must be a string")
+        if parent is not None:
+            if not isinstance(parent, str):
+                raise InvalidJob("parent_bid must be a string")
+            _check_bid(parent, "BATCH NEW parent_bid")
         callbacks = {
             kind: callback_spec(raw[key])
             for kind, key in (("success", "success"), ("complete", "complete"))
@@ -261,6 +283,10 @@ class Commands:
         if not queues:
             raise InvalidJob("FETCH needs at least one queue")
         queues = list(dict.fromkeys(queues))[:MAX_FETCH_QUEUES]
+        # Refused here: the no-job answer below stands for a database outage, not a name that
+        # could never hold a job.
+        for name in queues:
+            check_queue_name(name)
         wait = self._settings.faktory_fetch_wait
         started = time.monotonic()
         try:
@@ -326,13 +352,17 @@ class Commands:
         if wid != session.wid and not self._known_worker(wid):
             return protocol.error(f"unknown worker {wid[:WID_MAX]}")
         rss = beat.get("rss_kb")
+        if not isinstance(rss, int) or isinstance(rss, bool):
+            rss = None  # left out, not refused: the beat itself matters more than the figure
+        elif not 0 <= rss <= RSS_KB_MAX:
+            raise InvalidRequest(f"BEAT rss_kb must be an integer from 0 to {RSS_KB_MAX}")
         reported = beat.get("current_state")
         state = await self._services.workers.beat(
             wid,
             hostname=session.hostname,
             pid=session.pid,
             labels=session.labels,
-            rss_kb=rss if isinstance(rss, int) and not isinstance(rss, bool) and rss >= 0 else None,
+            rss_kb=rss,
             current_state=reported if reported in ("quiet", "terminate") else None,
         )
         if state.value == "running":
@@ -384,8 +414,9 @@ class Commands:
 
     async def _flush(self, session: Session, payload: str) -> bytes:
         deleted = await self._ops.flush()
+        # %r: the hostname is the client's text, and must not start a log line of its own.
         log.warning(
-            "FWP FLUSH from %s: %d jobs and all counters deleted", session.hostname, deleted
+            "FWP FLUSH from %r: %d jobs and all counters deleted", session.hostname, deleted
         )
         return OK
 
@@ -397,9 +428,13 @@ class Commands:
             raise InvalidJob("use QUEUE PAUSE|RESUME|REMOVE|LATENCY <queue>... (* = all queues)")
         if not names:
             raise InvalidJob(f"QUEUE {action} needs at least one queue name (or *)")
+        if len(names) > MAX_FETCH_QUEUES:
+            raise InvalidJob(f"QUEUE {action} takes at most {MAX_FETCH_QUEUES} queue names")
         queues = self._services.queues
         if "*" in names:
             names = [q.name for q in await queues.list()]
+        for name in names:  # all checked before any queue changes
+            check_queue_name(name)
         if action == "LATENCY":
             latencies = {name: await queues.latency(name) for name in names}
             return protocol.bulk(protocol.dump_json(latencies))
@@ -452,6 +487,58 @@ def _not_unique(holder: str) -> str:
     return f"Job not unique: job {holder} holds its unique lock"
 
 
+def _pushb_specs(raw: list[Any]) -> tuple[dict[str, JobPush], dict[str, str]]:
+    """PUSHB's valid jobs by jid, and the reply entries of the others. A jid met again is
+    refused: only its first copy counts, valid or not."""
+    specs: dict[str, JobPush] = {}
+    rejected: dict[str, str] = {}
+    for i, item in enumerate(raw):
+        jid = item.get("jid") if isinstance(item, dict) else None
+        key = f"{POSITION_MARK}{i}"
+        if isinstance(jid, str) and jid and not jid.startswith(POSITION_MARK):
+            key = jid
+        if key in specs or key in rejected:
+            rejected.setdefault(key, TWICE)
+            continue
+        try:
+            specs[key] = job_spec(item)
+        except InvalidJob as exc:
+            rejected[key] = str(exc)
+    return specs, rejected
+
+
+def _set_aside(
+    specs: dict[str, JobPush], rejected: dict[str, str], problems: dict[str, str]
+) -> None:
+    for jid, reason in problems.items():
+        del specs[jid]
+        rejected[jid] = reason
+
+
+def _unique_clashes(specs: dict[str, JobPush]) -> dict[str, str]:
+    """The jobs of a PUSHB the push would refuse together with the others: a unique job that
+    joins a batch; a unique job beside jobs that join one; a unique key already taken by an
+    earlier job of the PUSHB (that one holds it, as if pushed first)."""
+    joining = any(s.batch is not None for s in specs.values())
+    holders: dict[str, str] = {}
+    clashes: dict[str, str] = {}
+    for jid, spec in specs.items():
+        if spec.unique is None:
+            continue
+        if spec.batch is not None:
+            clashes[jid] = "a job that joins a batch cannot be unique"
+        elif joining:
+            clashes[jid] = "a unique job cannot share a PUSHB with jobs that join a batch"
+        else:
+            key = unique_lock(spec, spec.unique).key
+            holder = holders.setdefault(key, jid)
+            if holder != jid:
+                clashes[jid] = (
+                    f"NOTUNIQUE Job not unique: job {holder} of this PUSHB has the same unique key"
+                )
+    return clashes
+
+
 def glob_to_regex(pattern: str) -> str:
     """Faktory's filter.regexp is a Redis SCAN MATCH pattern (a glob over the job's JSON:
     ``*`` any run, ``?`` one character, ``[...]`` a class, ``\\x`` a literal x), anchored at both
@@ -490,6 +577,16 @@ def _jid(body: Any, verb: str) -> str:
     jid: str = body["jid"]
     _storable([jid], f"{verb} jid")
     return jid
+
+
+def _check_bid(bid: str, what: str) -> None:
+    """A bid as HTTP takes one in a path; no other names a batch (nor can PostgreSQL hold
+    some)."""
+    if len(bid) > BID_MAX_LENGTH or not _BID.fullmatch(bid):
+        raise InvalidRequest(
+            f"{what}: invalid bid (1-{BID_MAX_LENGTH} characters from A-Z a-z 0-9, after the "
+            "first also . _ ~ : @ + = -)"
+        )
 
 
 def _storable(texts: list[str], what: str) -> None:

@@ -18,6 +18,7 @@ import msgspec
 from werk.domain import job as rules
 from werk.domain.bodies import JobPush, located
 from werk.domain.jids import new_jid
+from werk.domain.json_values import check_text
 
 # Faktory's priorities run 1..9 with 5 the default; Werk's default is 0. Faktory's 5 is Werk's 0,
 # so FWP and HTTP jobs of default priority share one FIFO order.
@@ -62,6 +63,10 @@ def job_spec(raw: Any) -> JobPush:
         return msgspec.convert(body, JobPush)
     except msgspec.ValidationError as exc:
         raise InvalidJob(_reason(body, exc)) from None
+    except UnicodeEncodeError:
+        # msgspec reads a time or a choice from the text's UTF-8, which a lone surrogate has
+        # none of; the fields the model checks as text answer a ValidationError instead.
+        raise InvalidJob(_unencodable(body)) from None
 
 
 # Werk's own keys, which Faktory's jobs carry in custom instead.
@@ -118,7 +123,7 @@ def _reserve_for(value: Any) -> Any:
 # Faktory's reading of a field before the model checks it; None is "not given" (the model's
 # default applies).
 _FAKTORY_RULES: dict[str, Callable[[Any], Any]] = {
-    "queue": lambda value: value or None,
+    "queue": lambda value: None if value == "" else value,
     "at": lambda value: None if value == "" else value,
     "priority": _cut(rules.PRIORITY_MIN, rules.PRIORITY_MAX, -PRIORITY_OFFSET),
     "reserve_for": _reserve_for,
@@ -141,6 +146,23 @@ def _reason(body: dict[str, Any], exc: msgspec.ValidationError) -> str:
     if len(shown) > 60:
         shown = shown[:57] + "..."
     return f"invalid {field} {shown}: {message}"
+
+
+def _unencodable(body: dict[str, Any]) -> str:
+    """The reason naming the first field (or field of an object, as ``unique.until``) whose
+    text UTF-8 cannot encode. args and custom are left to the model, which checks them as
+    JSON."""
+    for field, value in body.items():
+        if field in ("args", "custom"):
+            continue
+        inner = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, text in inner:
+            if isinstance(text, str):
+                try:
+                    check_text(text)
+                except ValueError as exc:
+                    return f"invalid {field if key is None else f'{field}.{key}'}: {exc}"
+    return "invalid job: texts must not contain lone surrogates (\\ud800-\\udfff)"
 
 
 def _value_at(body: Any, loc: str) -> Any:

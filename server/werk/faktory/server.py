@@ -166,11 +166,7 @@ class FaktoryServer:
             return
         peer = writer.get_extra_info("peername")
         client = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
-        wait = self._failures.retry_after(client)
-        if wait is not None:
-            with contextlib.suppress(Exception):
-                writer.write(protocol.error(f"too many wrong passwords; try again in {wait:.0f} s"))
-                await asyncio.wait_for(writer.drain(), 1)
+        if await self._refused(writer, client):
             await _close(writer)
             return
         conn = _Connection(task)
@@ -198,6 +194,16 @@ class FaktoryServer:
                     del self._workers[session.wid]
             await _close(writer)
 
+    async def _refused(self, writer: asyncio.StreamWriter, client: str) -> bool:
+        """Whether the client is blocked for its wrong passwords (then told so)."""
+        wait = self._failures.retry_after(client)
+        if wait is None:
+            return False
+        with contextlib.suppress(Exception):
+            writer.write(protocol.error(f"too many wrong passwords; try again in {wait:.0f} s"))
+            await asyncio.wait_for(writer.drain(), 1)
+        return True
+
     async def _serve(
         self,
         reader: asyncio.StreamReader,
@@ -223,6 +229,10 @@ class FaktoryServer:
                         await _send(writer, protocol.error(exc.message))
                         return
                 conn.busy = True
+                # Checked again here: connections opened together all passed the check at accept.
+                # From this check to a failure recorded nothing yields to other connections.
+                if challenge.salt is not None and await self._refused(writer, client):
+                    return
                 session = await self._commands.hello(command, challenge)
         except TimeoutError:
             await _send(
@@ -240,7 +250,7 @@ class FaktoryServer:
         finally:
             conn.busy = False
         conn.session = session
-        session.peer_gone = reader.at_eof
+        session.peer_gone = lambda: _peer_gone(reader, writer)
         if session.wid is not None:
             self._workers[session.wid] += 1
         await _send(writer, protocol.OK)
@@ -297,7 +307,16 @@ class FaktoryServer:
         return line.rstrip(b"\r\n")
 
 
+def _peer_gone(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Whether the client has left: a close shows as EOF, a reset as the reader's error (the
+    transport closes at once, with no EOF)."""
+    return reader.at_eof() or reader.exception() is not None or writer.is_closing()
+
+
 async def _send(writer: asyncio.StreamWriter, data: bytes) -> None:
+    if writer.is_closing():
+        # Some event loops refuse a write to a closed transport; the client has left either way.
+        raise ConnectionResetError("the client has left")
     writer.write(data)
     await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
 
