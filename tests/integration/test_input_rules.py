@@ -301,3 +301,14 @@ async def test_a_forbidden_request_names_the_scopes_it_needs(make_api: Callable[
     r = await api.http.post("/v1/fetch", json={"queues": ["a"], "wid": "w"}, headers=bearer("push"))
     refused(r, 403, "forbidden")
     assert r.json()["detail"].endswith("this request needs work or admin"), r.text
+
+
+async def test_a_pattern_is_quoted_as_the_schema_states_it(api: InProcess) -> None:
+    """The end-of-text guard the decoder's patterns carry is not the client's concern."""
+    r = await api.http.post("/v1/fetch", json={"queues": ["a/b"], "wid": "w"})
+    refused(r, 422, "invalid_request")
+    (error,) = r.json()["errors"]
+    assert error == {
+        "loc": "queues.0",
+        "message": f"Expected `str` matching regex '{rules.QUEUE_PATTERN}'",
+    }

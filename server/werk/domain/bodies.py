@@ -88,7 +88,8 @@ def located(error: msgspec.ValidationError) -> tuple[str, str]:
     if message.startswith(_FIELD_MARK):
         name, _, message = message[len(_FIELD_MARK) :].partition(": ")
         parts.append(name)
-    return ".".join(parts) or "body", message.replace(EXACT, "")
+    # msgspec quotes the pattern as repr() does, its backslashes doubled.
+    return ".".join(parts) or "body", message.replace(EXACT.replace("\\", "\\\\"), "")
 
 
 # A body's errors listed at most: each after the first costs validating the body again.
