@@ -312,3 +312,18 @@ async def test_a_pattern_is_quoted_as_the_schema_states_it(api: InProcess) -> No
         "loc": "queues.0",
         "message": f"Expected `str` matching regex '{rules.QUEUE_PATTERN}'",
     }
+
+
+async def test_a_lease_with_nul_is_invalid(api: InProcess) -> None:
+    """As every text of a body: NUL is 422, not a lease that was lost."""
+    lease = "5b0c\x00"
+    r = await api.http.post("/v1/jobs", json={"jobtype": "a", "jid": "lease-nul-1"})
+    assert r.status_code == 201
+    for url, body in (
+        ("/v1/jobs/lease-nul-1/ack", {"lease": lease}),
+        ("/v1/jobs/lease-nul-1/fail", {"lease": lease}),
+        ("/v1/jobs/lease-nul-1/extend", {"lease": lease}),
+        ("/v1/ack", {"acks": [{"jid": "lease-nul-1", "lease": lease}]}),
+    ):
+        r = await post(api, url, orjson.dumps(body), "sized")
+        refused(r, 422, "invalid_request")

@@ -33,7 +33,7 @@ StoredJid = Annotated[
     MText, msgspec.Meta(min_length=rules.JID_MIN_LENGTH, max_length=rules.JID_MAX_LENGTH)
 ]
 Wid = Annotated[MText, msgspec.Meta(min_length=1, max_length=100)]
-Lease = Annotated[str, msgspec.Meta(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
+Lease = Annotated[MText, msgspec.Meta(min_length=1, max_length=rules.LEASE_MAX_LENGTH)]
 if TYPE_CHECKING:  # integer(): an int once the body's __post_init__ ran
     FetchCount: TypeAlias = int
     Pid: TypeAlias = int
@@ -296,6 +296,7 @@ class Ack(Body):
     result: Annotated[Any, msgspec.Meta(description=_RESULT)] = None
 
     def __post_init__(self) -> None:
+        texts(self, ("lease",))
         if self.result is not None:
             checked_json(self.result, "result")
 
@@ -308,6 +309,7 @@ class AckItem(Body):
     def __post_init__(self) -> None:
         if "\x00" in self.jid:
             texts(self, ("jid",))
+        texts(self, ("lease",))
         if self.result is not None:
             checked_json(self.result, "result")
 
@@ -358,7 +360,7 @@ class FailReport(Body):
     def __post_init__(self) -> None:
         if self.errtype is None or self.message is None or self.backtrace is None:
             with_defaults(self, ("errtype", "message", "backtrace"))
-        texts(self, ("errtype", "message", "backtrace"))
+        texts(self, ("lease", "errtype", "message", "backtrace"))
         if self.retry:
             raise InvalidField("retry", "Input should be False")
 
@@ -381,6 +383,7 @@ class Extend(Body):
     ] = None
 
     def __post_init__(self) -> None:
+        texts(self, ("lease",))
         if self.reserve_for is not None:
             self.reserve_for = integral(self.reserve_for, "reserve_for")
         if self.progress is not None:
