@@ -5,8 +5,6 @@ back to its queue, and the server logs no failure."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 
 import httpx
 
@@ -22,9 +20,7 @@ async def test_a_reset_during_fetch_hands_the_job_back_quietly(werk_server_facto
     worker = await Fwp.connect(port, wid="reset-e2e")
     await worker.send_raw(b"FETCH resetq\r\n")
     await asyncio.sleep(0.3)  # the FETCH is waiting
-    sock = worker.writer.get_extra_info("socket")
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    worker.writer.transport.abort()
+    worker.reset()
     await asyncio.sleep(0.1)
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
         job = {"jid": "reset-e2e-1", "jobtype": "t", "queue": "resetq"}

@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import socket
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,13 @@ class Fwp:
         except (TimeoutError, ConnectionError):
             return False
         return data == b""
+
+    def reset(self) -> None:
+        """Drop the connection with a reset (RST), as a crashed client or a middlebox does,
+        instead of closing it (FIN)."""
+        sock = self.writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.writer.transport.abort()
 
     async def close(self) -> None:
         self.writer.close()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import struct
 
 from tests.integration.faktory.fwp import Fwp
 
@@ -29,9 +27,7 @@ async def test_a_fetch_whose_connection_was_reset_hands_its_job_back(make_fwp, c
     worker = await Fwp.connect(fwp.port, wid="reset-w")
     await worker.send_raw(b"FETCH resetq\r\n")
     await asyncio.sleep(0.2)  # the FETCH is waiting
-    sock = worker.writer.get_extra_info("socket")
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    worker.writer.transport.abort()
+    worker.reset()
     await asyncio.sleep(0.1)
     r = await fwp.http.post(
         "/v1/jobs", json={"jid": "reset-job-1", "jobtype": "t", "queue": "resetq"}
