@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from tests.support.helpers import as_pushed, count_jobs
+from tests.support.helpers import sql as fetch_rows
 from werk.api.jobs_routes import wants_minimal
 from werk.db import queries
 from werk.db.pool import connect
@@ -232,6 +233,9 @@ def _nested(depth: int) -> list:
         ("custom", {"a": {"nul\x00key": 1}}, "NUL"),
         ("args", [[1, 2], _nested(64)], "nested deeper than 64"),
         ("custom", {"a": _nested(64)}, "nested deeper than 64"),
+        # 219 times 300 zeros: over the 65,536 a value may add.
+        ("args", [1, [1e-300] * 219], "written out in full"),
+        ("custom", {"a": {"b": [-5e-300] * 219}}, "written out in full"),
     ],
 )
 async def test_json_postgresql_cannot_store_is_rejected_at_any_depth(
@@ -243,7 +247,7 @@ async def test_json_postgresql_cannot_store_is_rejected_at_any_depth(
     assert await count_jobs(database_url) == 0
 
 
-@pytest.mark.parametrize("args", [[1e20], [{"n": -1e19}], [9.3e18]])
+@pytest.mark.parametrize("args", [[1e20], [{"n": -1e19}], [9.3e18], [1e-300] * 219])
 async def test_a_double_beyond_64_bits_is_refused_in_a_unique_push_and_a_result(
     api, database_url, args
 ):
@@ -270,6 +274,16 @@ async def test_json_at_the_limits_is_stored_as_sent(api):
     assert r.status_code == 201, r.text
     stored = (await api.http.get(f"/v1/jobs/{r.json()['jid']}")).json()
     assert (stored["args"], stored["custom"]) == (args, custom)
+
+
+async def test_small_numbers_are_stored_within_their_bound(api, database_url):
+    # 218 times 300 zeros, within the bound: stored, and read back as the numbers sent.
+    args = [1e-300] * 218 + [1.5e-5, 0.25]
+    r = await api.http.post("/v1/jobs", json={"jobtype": "x", "args": args})
+    assert r.status_code == 201, r.text
+    assert (await api.http.get(f"/v1/jobs/{r.json()['jid']}")).json()["args"] == args
+    written = await fetch_rows(database_url, "SELECT length(args::text) FROM werk_jobs")
+    assert 218 * 300 < written[0][0] < 218 * 310
 
 
 async def test_nan_is_rejected(api, database_url):

@@ -767,7 +767,7 @@ export interface components {
         Ack: {
             lease: string;
             /**
-             * @description What the job produced, stored with the completed job when it is kept (pushed with `keep_result_for`, or the server keeps every completed job); null or absent: nothing. At most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused with 413 `result_too_large`. Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels.
+             * @description What the job produced, stored with the completed job when it is kept (pushed with `keep_result_for`, or the server keeps every completed job); null or absent: nothing. At most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused with 413 `result_too_large`. Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most 65536 zeros.
              * @default null
              */
             result?: unknown;
@@ -789,7 +789,7 @@ export interface components {
             jid: string;
             lease: string;
             /**
-             * @description What the job produced, stored with the completed job when it is kept (pushed with `keep_result_for`, or the server keeps every completed job); null or absent: nothing. At most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused with 413 `result_too_large`. Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels.
+             * @description What the job produced, stored with the completed job when it is kept (pushed with `keep_result_for`, or the server keeps every completed job); null or absent: nothing. At most `WERK_MAX_RESULT_BYTES` of JSON (64 KiB unless configured): a larger one is refused with 413 `result_too_large`. Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most 65536 zeros.
              * @default null
              */
             result?: unknown;
@@ -977,13 +977,13 @@ export interface components {
          */
         CallbackJob: {
             /**
-             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels.
+             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most 65536 zeros.
              * @default []
              */
             args?: unknown[] | null;
             /** @default 0 */
             backtrace?: number | null;
-            /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels. */
+            /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most 65536 zeros. */
             custom?: {
                 [key: string]: unknown;
             } | null;
@@ -1075,7 +1075,7 @@ export interface components {
         Extend: {
             lease: string;
             /**
-             * @description A checkpoint the next attempt receives as `progress` if this one does not finish (null or absent: the last checkpoint stays). Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels.
+             * @description A checkpoint the next attempt receives as `progress` if this one does not finish (null or absent: the last checkpoint stays). Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most 65536 zeros.
              * @default null
              */
             progress?: unknown;
@@ -1414,7 +1414,7 @@ export interface components {
          */
         JobPush: {
             /**
-             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels.
+             * @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most 65536 zeros.
              * @default []
              */
             args?: unknown[] | null;
@@ -1430,7 +1430,7 @@ export interface components {
              * @default null
              */
             batch?: string | null;
-            /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels. */
+            /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most 65536 zeros. */
             custom?: {
                 [key: string]: unknown;
             } | null;

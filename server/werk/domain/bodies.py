@@ -15,6 +15,7 @@ from werk.domain import job as rules
 from werk.domain.json_values import (
     INT64,
     MAX_JSON_DEPTH,
+    MAX_WRITTEN_ZEROS,
     NO_NUL,
     check_json,
     check_text,
@@ -27,7 +28,8 @@ from werk.domain.times import OUT_OF_RANGE, check_time
 JSON_LIMITS = (
     "Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\\u0000), finite numbers "
     f"within the range of {INT64.bit_length()}-bit integers, nested at most {MAX_JSON_DEPTH} "
-    "levels."
+    f"levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most "
+    f"{MAX_WRITTEN_ZEROS} zeros."
 )
 
 

@@ -5,7 +5,9 @@ jsonb refuses NUL (\\u0000) in text and keys, and text that is not Unicode (a lo
 cannot be encoded as UTF-8); it keeps numbers as numeric, which a reader in another language
 takes back as a 64-bit integer or a double, so a larger integer or NaN/Infinity would not come
 back as sent. A whole number sent as a double (1e19) is kept as the integer it equals, so
-doubles are bounded as integers are; and deep nesting costs every reader recursion."""
+doubles are bounded as integers are. A small number comes back written out in full (1e-300 as
+0.000…1, 302 characters), so a body of them would be stored and fetched many times its size:
+the zeros that adds are bounded per value. Deep nesting costs every reader recursion."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 MAX_JSON_DEPTH = 64
+MAX_WRITTEN_ZEROS = 65_536  # per value, the zeros jsonb writes out for small numbers
 INT64 = 2**63  # integers lie in [-INT64, INT64)
 # check_text's rule as a JSON Schema pattern (the lone surrogate a pattern cannot state).
 NO_NUL = r"^[^\x00]*$"
@@ -32,19 +35,25 @@ def check_text(text: str) -> str:
 
 
 def check_json(value: Any) -> Any:
-    """``value`` (parsed JSON), or ValueError when jsonb cannot keep it exactly: text that
-    check_text refuses (values and keys), NaN/Infinity, numbers beyond the range of 64-bit
-    integers, nesting deeper than MAX_JSON_DEPTH."""
-    if value:  # (most args and custom are empty: no call for them)
-        _check_container(value, 1)
+    """``value`` (parsed JSON), or ValueError when jsonb cannot keep it exactly or would write
+    it back much larger: text that check_text refuses (values and keys), NaN/Infinity, numbers
+    beyond the range of 64-bit integers, small numbers whose written-out zeros exceed
+    MAX_WRITTEN_ZEROS, nesting deeper than MAX_JSON_DEPTH."""
+    # (most args and custom are empty: no call for them)
+    if value and _check_container(value, 1) > MAX_WRITTEN_ZEROS:
+        raise ValueError(
+            "numbers below 1e-4 are written out in full (1e-300 as 0.000…1); their zeros "
+            f"must total at most {MAX_WRITTEN_ZEROS} per value"
+        )
     return value
 
 
-def _check_scalar(item: Any) -> None:
+def _check_scalar(item: Any) -> int:
+    """The zeros jsonb writes out for ``item``, or ValueError."""
     if isinstance(item, str):
         check_text(item)
     elif isinstance(item, bool) or item is None:
-        return
+        return 0
     elif isinstance(item, int):
         if not -INT64 <= item < INT64:
             raise ValueError(f"integers must fit in {INT64.bit_length()} bits")
@@ -55,9 +64,13 @@ def _check_scalar(item: Any) -> None:
             raise ValueError(
                 f"numbers must lie within the range of {INT64.bit_length()}-bit integers"
             )
+        if item and -1e-4 < item < 1e-4:  # written with an exponent, read back without one
+            return -math.floor(math.log10(abs(item)))
+    return 0
 
 
-def _check_container(container: Any, depth: int) -> None:
+def _check_container(container: Any, depth: int) -> int:
+    """The zeros jsonb writes out for ``container``'s numbers, or ValueError."""
     # Parsed JSON holds exact builtin types, so ``type(...) is`` picks the common cases at a
     # fraction of isinstance's cost; anything else takes _check_scalar's general path.
     items: Iterable[Any]
@@ -69,16 +82,17 @@ def _check_container(container: Any, depth: int) -> None:
             check_text(key)
         items = container.values()
     else:
-        _check_scalar(container)
-        return
+        return _check_scalar(container)
     if depth >= MAX_JSON_DEPTH and container:  # its items would sit deeper
         raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    zeros = 0
     for item in items:
         kind = type(item)
         if kind is list or kind is dict:
-            _check_container(item, depth + 1)
+            zeros += _check_container(item, depth + 1)
         elif kind is not bool and item is not None:
-            _check_scalar(item)
+            zeros += _check_scalar(item)
+    return zeros
 
 
 def walk(value: Any, steps: Iterable[str]) -> Any:

@@ -126,3 +126,15 @@ async def test_a_queue_that_is_no_name_is_refused(fwp, database_url, queue):
         assert (await fwp.http.get(f"/v1/jobs/{jid}")).json()["queue"] == "default"
     assert await count_jobs(database_url) == 2
     await conn.close()
+
+
+async def test_small_numbers_past_their_bound_are_an_invalid_job(fwp, database_url, caplog):
+    conn = await Fwp.connect(fwp.port)
+    small = ",".join(["1e-300"] * 219)  # 219 times 300 zeros written out: over the bound
+    reply = await conn.call('PUSH {"jid":"small-job-1","jobtype":"t","args":[' + small + "]}")
+    assert reply.kind == "-" and "written out in full" in str(reply), reply
+    reply = await conn.call('PUSH {"jid":"small-job-2","jobtype":"t","args":[1e-300]}')
+    assert reply.kind == "+", reply
+    assert await count_jobs(database_url) == 1
+    no_errors_logged(caplog)
+    await conn.close()
