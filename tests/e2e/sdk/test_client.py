@@ -49,7 +49,9 @@ def test_scheduled_push_and_push_many(werk_server):
         specs = [JobSpec("batch", [i]) for i in range(1500)]
         result = client.push_many(specs)
         assert result.created == 1500 and [j.jid for j in result.jobs] == [s.jid for s in specs]
-        assert client.push_many(specs[:10]).created == 0
+        assert (result.jids, result.existed) == ([s.jid for s in specs], [])
+        again = client.push_many(specs[:10])
+        assert again.created == 0 and again.existed == again.jids == [s.jid for s in specs[:10]]
         fresh = [JobSpec("jids", [i]) for i in range(1200)]
         short = client.push_jids([*fresh, specs[0]])
         assert short.jids == [s.jid for s in fresh] + [specs[0].jid]
@@ -141,6 +143,13 @@ def test_unique_and_expiring_pushes(werk_server):
         assert result.created == 2
         assert [c.existing_jid for c in result.conflicts] == [first.jid]
         assert result.conflicts[0].index == 2 and result.jobs[2].jid == first.jid
+        # Over two requests: the second's conflict is placed within the whole push.
+        plain = [JobSpec("batch", [i]) for i in range(1000)]
+        result = client.push_many([*plain, specs[2]])
+        assert [(c.index, c.existing_jid) for c in result.conflicts] == [(1000, first.jid)]
+        assert result.jids[1000] == result.jobs[1000].jid == first.jid
+        refs = client.push_jids([JobSpec("batch", ref="r1"), *plain[:1], JobSpec("b", ref="r2")])
+        assert refs.refs == {"r1": refs.jids[0], "r2": refs.jids[2]}
 
 
 async def test_async_unique_push(werk_server):

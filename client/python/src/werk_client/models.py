@@ -406,13 +406,16 @@ class _JobsOnRead:
 
 @dataclass(frozen=True)
 class PushManyResult:
-    """Jobs stored by ``push_many`` (in input order) and how many were new. An item whose
-    unique key another job held is answered by that job, and listed in ``conflicts``."""
+    """Jobs stored by ``push_many`` (in input order) and how many were new, their jids (in
+    input order) and those stored already (nothing new stored for them). An item whose unique
+    key another job held is answered by that job, and listed in ``conflicts``."""
 
     jobs: _JobsOnRead = _JobsOnRead()  # required: the descriptor gives no default
     created: int  # type: ignore[misc]
     conflicts: list[UniqueConflict] = field(default_factory=list)
     refs: dict[str, str] = field(default_factory=dict)  # each item's ref -> its jid
+    jids: list[str] = field(default_factory=list)
+    existed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,6 +427,7 @@ class PushJidsResult:
     created: int
     existed: list[str]
     conflicts: list[UniqueConflict] = field(default_factory=list)
+    refs: dict[str, str] = field(default_factory=dict)  # each item's ref -> its jid
 
 
 @dataclass(frozen=True, slots=True)

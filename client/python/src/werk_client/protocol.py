@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import accumulate
 from typing import Any
 from urllib.parse import quote
 
@@ -86,6 +87,8 @@ class _Pushed(msgspec.Struct):
     created: int
     conflicts: list[UniqueConflict] = msgspec.field(default_factory=list)
     refs: dict[str, str] = msgspec.field(default_factory=dict)
+    jids: list[str] = msgspec.field(default_factory=list)
+    existed: list[str] = msgspec.field(default_factory=list)
 
 
 class _Beat(msgspec.Struct):
@@ -206,6 +209,8 @@ def parse_push_batch(data: bytes) -> PushManyResult:
         created=pushed.created,
         conflicts=pushed.conflicts,
         refs=pushed.refs,
+        jids=pushed.jids,
+        existed=pushed.existed,
     )
 
 
@@ -222,33 +227,36 @@ def merge_push_jids(results: Iterable[PushJidsResult]) -> PushJidsResult:
     jids: list[str] = []
     existed: list[str] = []
     conflicts: list[UniqueConflict] = []
+    refs: dict[str, str] = {}
     created = 0
     for result in results:
         conflicts.extend(_shifted(result.conflicts, len(jids)))
         jids.extend(result.jids)
         existed.extend(result.existed)
+        refs.update(result.refs)
         created += result.created
-    return PushJidsResult(jids=jids, created=created, existed=existed, conflicts=conflicts)
+    return PushJidsResult(jids, created, existed, conflicts, refs)
 
 
 def merge_push_results(results: Sequence[PushManyResult]) -> PushManyResult:
-    """One result for all the requests of a ``push_many``, its jobs still undecoded (unless
-    unique conflicts need them counted, to place each conflict in the whole push)."""
+    """One result for all the requests of a ``push_many``, its jobs still undecoded; each
+    request's conflicts indexed within the whole push."""
     if len(results) == 1:
         return results[0]
     created = sum(r.created for r in results)
     refs = {ref: jid for r in results for ref, jid in r.refs.items()}
-    if any(r.conflicts for r in results):
-        jobs: list[JobRecord] = []
-        conflicts: list[UniqueConflict] = []
-        for result in results:
-            conflicts.extend(_shifted(result.conflicts, len(jobs)))
-            jobs.extend(result.jobs)
-        return PushManyResult(jobs=jobs, created=created, conflicts=conflicts, refs=refs)
+    jids = [jid for r in results for jid in r.jids]
+    existed = [jid for r in results for jid in r.existed]
+    conflicts: list[UniqueConflict] = []
+    for result, offset in zip(results, accumulate((len(r.jids) for r in results), initial=0)):
+        conflicts.extend(_shifted(result.conflicts, offset))
     parts: list[bytes] = []
     for result in results:
         parts.extend(_undecoded(result).parts)
-    return PushManyResult(jobs=Undecoded(parts, _decode_jobs), created=created, refs=refs)
+    return PushManyResult(
+        jobs=Undecoded(parts, _decode_jobs), created=created, conflicts=conflicts, refs=refs,
+        jids=jids, existed=existed,
+    )  # fmt: skip
 
 
 def _undecoded(result: PushManyResult) -> Undecoded:
