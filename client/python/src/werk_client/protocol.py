@@ -10,7 +10,6 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import accumulate
 from typing import Any
 from urllib.parse import quote
 
@@ -248,8 +247,10 @@ def merge_push_results(results: Sequence[PushManyResult]) -> PushManyResult:
     jids = [jid for r in results for jid in r.jids]
     existed = [jid for r in results for jid in r.existed]
     conflicts: list[UniqueConflict] = []
-    for result, offset in zip(results, accumulate((len(r.jids) for r in results), initial=0)):
+    offset = 0
+    for result in results:
         conflicts.extend(_shifted(result.conflicts, offset))
+        offset += len(result.jids)
     parts: list[bytes] = []
     for result in results:
         parts.extend(_undecoded(result).parts)
