@@ -93,6 +93,20 @@ async def test_callbacks_wait_until_the_batch_finishes_then_run_once(api):
     assert job["batch"] == b["bid"]
 
 
+async def test_callbacks_count_as_pushed_and_processed(api, database_url):
+    b = await new_batch(api, **callbacks(success="ok", complete="done", death="bad"))
+    await commit(api, b["bid"])
+    assert len(await run_all(api, queue="callbacks")) == 2
+    (row,) = await sql(
+        database_url,
+        "SELECT sum(pushed) AS pushed, sum(processed) AS processed FROM werk_counters"
+        " WHERE queue = 'callbacks'",
+    )
+    assert (row["pushed"], row["processed"]) == (3, 2)  # on_death skipped, never run
+    metrics = (await api.http.get("/metrics")).text
+    assert 'werk_jobs_pushed_total{queue="callbacks"} 3' in metrics
+
+
 async def test_an_empty_batch_finishes_at_commit(api):
     b = await new_batch(api, **callbacks(success="ok", death="bad"))
     got = await commit(api, b["bid"])

@@ -322,7 +322,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel Jobs
-         * @description Cancel every matching scheduled, available or active job, up to `limit`.
+         * @description Cancel every matching scheduled, available, waiting or active job, up to `limit`.
          */
         post: operations["admin-jobs-cancel-bulk"];
         delete?: never;
@@ -362,7 +362,7 @@ export interface paths {
         put?: never;
         /**
          * Kill Jobs
-         * @description Kill every matching scheduled, available or active job, up to `limit`.
+         * @description Kill every matching scheduled, available, waiting or active job, up to `limit`.
          */
         post: operations["admin-jobs-kill-bulk"];
         delete?: never;
@@ -382,7 +382,7 @@ export interface paths {
         put?: never;
         /**
          * Retry Jobs
-         * @description Retry now every matching dead or scheduled job, up to `limit`.
+         * @description Retry now every matching dead, expired, skipped or scheduled job, up to `limit`.
          */
         post: operations["admin-jobs-retry-bulk"];
         delete?: never;
@@ -447,7 +447,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel Job
-         * @description Cancel a scheduled, available or active job: it will not run (again).
+         * @description Cancel a scheduled, available, waiting or active job: it will not run (again).
          */
         post: operations["admin-jobs-cancel"];
         delete?: never;
@@ -507,7 +507,8 @@ export interface paths {
         put?: never;
         /**
          * Kill Job
-         * @description Move a scheduled, available or active job to dead (an active one loses its lease).
+         * @description Move a scheduled, available, waiting or active job to dead (an active one loses its
+         *     lease).
          */
         post: operations["admin-jobs-kill"];
         delete?: never;
@@ -550,7 +551,7 @@ export interface paths {
         put?: never;
         /**
          * Retry Job
-         * @description Run a dead or scheduled (incl. retrying) job now: it becomes available.
+         * @description Run a dead, expired, skipped or scheduled (incl. retrying) job now: it becomes available.
          */
         post: operations["admin-jobs-retry"];
         delete?: never;

@@ -99,7 +99,7 @@ async def _act(
     responses=_ACTION_ERRORS,
 )
 async def retry_job(services: ServicesDep, jid: JidPath) -> Response:
-    """Run a dead or scheduled (incl. retrying) job now: it becomes available."""
+    """Run a dead, expired, skipped or scheduled (incl. retrying) job now: it becomes available."""
     return await _act(services, "retry", jid)
 
 
@@ -110,7 +110,8 @@ async def retry_job(services: ServicesDep, jid: JidPath) -> Response:
     responses=_ACTION_ERRORS,
 )
 async def kill_job(services: ServicesDep, jid: JidPath) -> Response:
-    """Move a scheduled, available or active job to dead (an active one loses its lease)."""
+    """Move a scheduled, available, waiting or active job to dead (an active one loses its
+    lease)."""
     return await _act(services, "kill", jid)
 
 
@@ -121,7 +122,7 @@ async def kill_job(services: ServicesDep, jid: JidPath) -> Response:
     responses=_ACTION_ERRORS,
 )
 async def cancel_job(services: ServicesDep, jid: JidPath) -> Response:
-    """Cancel a scheduled, available or active job: it will not run (again)."""
+    """Cancel a scheduled, available, waiting or active job: it will not run (again)."""
     return await _act(services, "cancel", jid)
 
 
@@ -144,19 +145,19 @@ async def _bulk(services: Services, action: JobAction, body: s.BulkAction) -> Re
 
 @router.post("/jobs/retry", operation_id="admin-jobs-retry-bulk", response_model=s.BulkResult)
 async def retry_jobs(body: Traffic[s.BulkAction], services: ServicesDep) -> Response:
-    """Retry now every matching dead or scheduled job, up to `limit`."""
+    """Retry now every matching dead, expired, skipped or scheduled job, up to `limit`."""
     return await _bulk(services, "retry", body)
 
 
 @router.post("/jobs/kill", operation_id="admin-jobs-kill-bulk", response_model=s.BulkResult)
 async def kill_jobs(body: Traffic[s.BulkAction], services: ServicesDep) -> Response:
-    """Kill every matching scheduled, available or active job, up to `limit`."""
+    """Kill every matching scheduled, available, waiting or active job, up to `limit`."""
     return await _bulk(services, "kill", body)
 
 
 @router.post("/jobs/cancel", operation_id="admin-jobs-cancel-bulk", response_model=s.BulkResult)
 async def cancel_jobs(body: Traffic[s.BulkAction], services: ServicesDep) -> Response:
-    """Cancel every matching scheduled, available or active job, up to `limit`."""
+    """Cancel every matching scheduled, available, waiting or active job, up to `limit`."""
     return await _bulk(services, "cancel", body)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from werk.db.queries import Executor
+from werk.db.queries import Executor, counter_shard
 from werk.db.sql import sql
 from werk.domain.job import NewJob
 
@@ -24,8 +24,9 @@ async def new_batch(
               "custom", "keep_result_for")  # fmt: skip
     columns = [[getattr(j, f) for _, j in callbacks] for f in fields]
     return await db.fetchrow(
-        sql("batch_new"), now, bid, description, parent, [k for k, _ in callbacks], *columns
-    )
+        sql("batch_new"), now, bid, description, parent, [k for k, _ in callbacks], *columns,
+        counter_shard(),
+    )  # fmt: skip
 
 
 async def join_batch(db: Executor, parent: str) -> str | None:

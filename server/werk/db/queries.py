@@ -23,7 +23,7 @@ Executor = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy | HeldConnect
 COUNTER_SHARDS = 16
 
 
-def _shard() -> int:
+def counter_shard() -> int:
     return int(random.random() * COUNTER_SHARDS)  # half the cost of randrange
 
 
@@ -65,7 +65,7 @@ async def push_jobs(
         shape = "job_push.one"
         args: tuple[Any, ...] = (
             now, j.jid, j.jobtype, j.queue, j.args, j.priority, j.reserve_for, j.retry,
-            j.backtrace, j.custom, j.at, _shard(), wid, j.expires_at, j.expires_in,
+            j.backtrace, j.custom, j.at, counter_shard(), wid, j.expires_at, j.expires_in,
             j.keep_result_for,
         )  # fmt: skip
     else:
@@ -110,7 +110,7 @@ def _many(
     ]
     wids = _column(list(handoffs))
     return (
-        now, [j.jid for j in jobs], *(c[0] for c in columns), _shard(), wids[0],
+        now, [j.jid for j in jobs], *(c[0] for c in columns), counter_shard(), wids[0],
         *(c[1] for c in columns), wids[1],
     )  # fmt: skip
 
@@ -211,14 +211,14 @@ async def ack_jobs(
     done: set[str] = set()
     if not keep_completed:
         row: Any = await db.fetchrow(
-            ack_sql(keeping=False), now, leases, False, _shard(), by_worker
+            ack_sql(keeping=False), now, leases, False, counter_shard(), by_worker
         )
         done = set(row["done"])
         if len(done) == len(leases) + len(by_worker):
             return done, set()
         leases = {jid: lease for jid, lease in leases.items() if jid not in done}
         by_worker = {jid: wid for jid, wid in by_worker.items() if jid not in done}
-    args = (now, leases, keep_completed, _shard(), by_worker, results or None)
+    args = (now, leases, keep_completed, counter_shard(), by_worker, results or None)
     row = await db.fetchrow(ack_sql(keeping=True), *args)
     return done | set(row["done"]), set(row["kept"])
 
@@ -243,8 +243,8 @@ async def fail_job(
 ) -> Any | None:
     """The attempt is named by its lease, or (lease None) by the worker holding it."""
     args = (
-        now, jid, lease, errtype, message, list(backtrace), retry_in, no_retry, _shard(), wid,
-        TIME_MAX,
+        now, jid, lease, errtype, message, list(backtrace), retry_in, no_retry, counter_shard(),
+        wid, TIME_MAX,
     )  # fmt: skip
     return await db.fetchrow(
         sql("job_fail", discarded="job_discard", noted="job_failed_noted"), *args
@@ -283,7 +283,7 @@ async def push_dependent_jobs(
         sql("job_push_deps"),
         now,
         *columns,
-        _shard(),
+        counter_shard(),
         [e.jid for e in edges],
         [e.dep for e in edges],
         [e.on_failure.value for e in edges],
@@ -327,7 +327,7 @@ async def promote_due(db: Executor, now: datetime | None, limit: int) -> list[st
 
 async def expire_due(db: Executor, now: datetime | None, limit: int) -> list[str]:
     """Expire waiting jobs whose expires_at has come; returns their jids."""
-    rows = await db.fetch(sql("job_expire"), now, limit, _shard())
+    rows = await db.fetch(sql("job_expire"), now, limit, counter_shard())
     return [r["jid"] for r in rows]
 
 
@@ -345,7 +345,7 @@ async def release_orphans(
         max_orphans,
         worker_timeout,
         limit,
-        _shard(),
+        counter_shard(),
         TIME_MAX,
     )
 

@@ -4,7 +4,8 @@
 -- on (dependents), so its ack keeps it completed for the batch's page until pruning.
 -- $1 now (NULL = database clock), $2 bid, $3 description, $4 parent bid (the caller counted
 -- the new batch in it, in this transaction), $5..$15 per callback its kind, jid, jobtype,
--- queue, args, priority, reserve_for, retry, backtrace, custom and keep_result_for.
+-- queue, args, priority, reserve_for, retry, backtrace, custom and keep_result_for, $16 counter
+-- shard.
 WITH clock AS (
     SELECT coalesce($1::timestamptz, now()) AS now
 ),
@@ -39,6 +40,14 @@ edges AS (
     INSERT INTO werk_job_deps (dep, jid, on_failure)
     SELECT $2 || ':' || k.kind, k.jid, 'skip'
     FROM callback k
+),
+-- Callbacks are jobs pushed like any other: counted, so that pushed and processed agree.
+counted AS (
+    INSERT INTO werk_counters AS k (day, queue, shard, pushed)
+    SELECT (c.now AT TIME ZONE 'UTC')::date, j.queue, $16::smallint, count(*)
+    FROM callback j CROSS JOIN clock c
+    GROUP BY 1, 2
+    ON CONFLICT (day, queue, shard) DO UPDATE SET pushed = k.pushed + excluded.pushed
 )
 -- A callback's jid kept completed is taken (werk_jids_free fails like werk_jobs_pkey).
 SELECT (SELECT bid FROM batch) AS bid, (SELECT count(*) FROM jobs) AS callbacks
