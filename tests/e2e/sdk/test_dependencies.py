@@ -8,7 +8,16 @@ import asyncio
 
 import pytest
 
-from werk_client import AsyncClient, Client, Flow, JobSpec, Registry, ValidationError, Worker
+from werk_client import (
+    AsyncClient,
+    Client,
+    Flow,
+    JobSpec,
+    Needs,
+    Registry,
+    ValidationError,
+    Worker,
+)
 
 
 def test_client_pushes_a_flow_and_a_dependent(werk_server):
@@ -32,6 +41,26 @@ def test_client_pushes_a_flow_and_a_dependent(werk_server):
         for j in jobs:
             (dep,) = j.dependencies or []
             assert dep.jid == a.jid and dep.completed and dep.result == {"rows": 3}
+
+
+def test_one_dependency_takes_a_policy_of_its_own(werk_server):
+    flow = Flow()
+    a = flow.add("extract", ref="a", retry=0)
+    b = flow.add("extract", ref="b")
+    both = flow.add("merge", depends_on=[Needs(a, on_failure="ignore"), Needs("b")])
+    with Client(werk_server.url) as client:
+        client.push_flow(flow)
+        for job in client.fetch(["default"], wid="w", count=2):
+            if job.jid == a.jid:
+                client.fail(job.jid, job.lease, errtype="E", message="gone")
+            else:
+                client.ack(job.jid, job.lease)
+        # a ended badly; its policy is "ignore", so merge runs (its own default is "fail").
+        (job,) = client.fetch(["default"], wid="w")
+        assert job.jid == both.jid
+        assert {d.jid: d.completed for d in job.dependencies or []} == {a.jid: False, b.jid: True}
+        after = client.push("notify", depends_on=[Needs(both.jid, on_failure="skip")])
+        assert after.state == "waiting"
 
 
 def test_a_cycle_is_refused(werk_server):

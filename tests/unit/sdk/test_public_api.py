@@ -33,6 +33,7 @@ def test_all_is_pinned():
         "JobSpec",
         "LeaseLost",
         "Middleware",
+        "Needs",
         "NoRetry",
         "NotUnique",
         "PayloadTooLarge",

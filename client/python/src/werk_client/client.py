@@ -24,6 +24,7 @@ from .models import (
     JobRecord,
     JobResult,
     JobSpec,
+    Needs,
     PushJidsResult,
     PushManyResult,
     ServerInfo,
@@ -101,7 +102,7 @@ class Client:
         unique: Unique | None = None,
         expires_at: datetime | str | None = None,
         expires_in: float | None = None,
-        depends_on: Sequence[str | JobSpec] | None = None,
+        depends_on: Sequence[str | JobSpec | Needs] | None = None,
         on_dependency_failure: str | None = None,
         batch: str | None = None,
     ) -> JobRecord:
@@ -114,7 +115,8 @@ class Client:
         now) is never run: it becomes ``expired``. With ``depends_on`` (jids of stored jobs)
         the job waits (state ``waiting``) until each has settled, then runs with their results
         in ``job.dependencies``; ``on_dependency_failure`` says what it does when one ends
-        badly: ``"fail"`` (the default: it goes dead too), ``"skip"`` or ``"ignore"``.
+        badly: ``"fail"`` (the default: it goes dead too), ``"skip"`` or ``"ignore"``, and
+        ``Needs(jid, on_failure=...)`` gives one dependency a policy of its own.
         With ``batch`` (the bid of an open batch) the job joins that batch.
         """
         spec = protocol.push_spec(

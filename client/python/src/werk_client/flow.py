@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .models import JobSpec
+from .models import JobSpec, Needs
 
 
 class Flow:
@@ -31,7 +31,7 @@ class Flow:
         jobtype: str,
         args: Sequence[Any] | None = None,
         *,
-        depends_on: Iterable[JobSpec | str] = (),
+        depends_on: Iterable[JobSpec | str | Needs] = (),
         on_dependency_failure: str | None = None,
         ref: str | None = None,
         **options: Any,

@@ -329,7 +329,7 @@ class JobSpec(msgspec.Struct, omit_defaults=True):
     expires_in: float | None = None
     # Dependencies: the jobs this one waits for (jids, refs of the same request, or JobSpecs),
     # its policy when one ends badly ("fail", "skip", "ignore"), and its name in its request.
-    depends_on: Sequence[str | JobSpec] | None = None
+    depends_on: Sequence[str | JobSpec | Needs] | None = None
     on_dependency_failure: str | None = None
     ref: str | None = None
     batch: str | None = None  # the bid of an open batch it joins
@@ -356,6 +356,20 @@ class JobSpec(msgspec.Struct, omit_defaults=True):
         """The push body as a dict."""
         wire: dict[str, Any] = msgspec.to_builtins(self)
         return wire
+
+
+class Needs(msgspec.Struct, omit_defaults=True):
+    """An entry of ``depends_on`` with a policy of its own for when that job ends badly
+    (``on_failure``: ``"fail"``, ``"skip"`` or ``"ignore"``; None: the job's
+    ``on_dependency_failure``). ``job`` is a jid, a ref of the same request, or a ``JobSpec``
+    (its jid is taken)."""
+
+    job: str | JobSpec
+    on_failure: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.job, JobSpec):
+            self.job = self.job.jid
 
 
 def _aware(at: datetime) -> datetime:

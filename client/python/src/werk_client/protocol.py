@@ -23,6 +23,7 @@ from .models import (
     JobRecord,
     JobResult,
     JobSpec,
+    Needs,
     PushJidsResult,
     PushManyResult,
     ServerInfo,
@@ -133,7 +134,7 @@ def push_spec(
     unique: Unique | None = None,
     expires_at: datetime | str | None = None,
     expires_in: float | None = None,
-    depends_on: Sequence[str | JobSpec] | None = None,
+    depends_on: Sequence[str | JobSpec | Needs] | None = None,
     on_dependency_failure: str | None = None,
     batch: str | None = None,
 ) -> JobSpec:
