@@ -67,9 +67,9 @@ MAX_FORM_FIELDS = 5000
 # Which buttons each list shows (and which actions a form may ask for there).
 LISTS: dict[str, dict[str, Any]] = {
     "retries": {"title": "Retries", "query": JobQuery(state="retrying"),
-                "actions": ("retry", "kill", "delete")},
+                "actions": ("retry", "kill", "cancel", "delete")},
     "scheduled": {"title": "Scheduled", "query": JobQuery(state="scheduled", failed=False),
-                  "actions": ("retry", "kill", "delete")},
+                  "actions": ("retry", "kill", "cancel", "delete")},
     "dead": {"title": "Dead", "query": JobQuery(state="dead"),
              "actions": ("retry", "delete")},
     "completed": {"title": "Completed", "query": JobQuery(state="completed"),
@@ -78,6 +78,10 @@ LISTS: dict[str, dict[str, Any]] = {
                 "actions": ("retry", "delete")},
     "waiting": {"title": "Waiting", "query": JobQuery(state="waiting"),
                 "actions": ("kill", "cancel", "delete")},
+    "skipped": {"title": "Skipped", "query": JobQuery(state="skipped"),
+                "actions": ("retry", "delete")},
+    "cancelled": {"title": "Cancelled", "query": JobQuery(state="cancelled"),
+                  "actions": ("delete",)},
 }  # fmt: skip
 ACTION_LABELS = {"retry": "Retry now", "kill": "Kill", "cancel": "Cancel", "delete": "Delete"}
 JOB_ACTIONS: dict[str, JobAction] = {"retry": "retry", "kill": "kill", "cancel": "cancel",
@@ -415,6 +419,23 @@ async def waiting_page(
     cursor: str | None = None, q: str | None = None,
 ) -> Response:  # fmt: skip
     return await _list_page(request, services, user, "waiting", cursor, q)
+
+
+@router.get("/skipped")
+async def skipped_page(
+    request: Request, services: ServicesDep, user: UserDep,
+    cursor: str | None = None, q: str | None = None,
+) -> Response:  # fmt: skip
+    """Jobs that never ran because a dependency ended badly (on_dependency_failure skip)."""
+    return await _list_page(request, services, user, "skipped", cursor, q)
+
+
+@router.get("/cancelled")
+async def cancelled_page(
+    request: Request, services: ServicesDep, user: UserDep,
+    cursor: str | None = None, q: str | None = None,
+) -> Response:  # fmt: skip
+    return await _list_page(request, services, user, "cancelled", cursor, q)
 
 
 @router.get("/batches")

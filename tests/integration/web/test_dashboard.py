@@ -50,7 +50,7 @@ def form(**fields: Any) -> dict[str, Any]:
 async def test_every_page_renders_with_safe_headers(api: InProcess) -> None:
     jobs = await seed(api)
     pages = ["/", "/?days=7", "/?days=180", "/queues", "/queues/mail", "/queues/mail?state=dead",
-             "/retries", "/scheduled", "/dead", "/expired", "/workers",
+             "/retries", "/scheduled", "/dead", "/expired", "/skipped", "/cancelled", "/workers",
              f"/jobs/{jobs['dead']}"]  # fmt: skip
     for page in pages:
         r = await api.http.get(page)
@@ -190,6 +190,42 @@ async def test_job_actions_selected_and_all(api: InProcess) -> None:
     assert r.headers["location"] == "/?done=delete&n=1"
     r = await api.http.post("/actions/jobs", **form(action="explode", jid=dead[0]))
     assert r.status_code == 422
+
+
+async def test_cancelled_and_skipped_jobs_have_lists_and_waiting_retries_can_be_cancelled(
+    api: InProcess,
+) -> None:
+    retrying = await retrying_job(api, queue="video")
+    scheduled = await scheduled_job(api, queue="video")
+    for key, jid in (("retries", retrying), ("scheduled", scheduled)):
+        assert 'value="cancel"' in (await api.http.get(f"/{key}")).text
+        r = await api.http.post("/actions/jobs", **form(action="cancel", jid=jid, back=f"/{key}"))
+        assert r.headers["location"] == f"/{key}?done=cancel&n=1"
+    r = await api.http.post(
+        "/v1/jobs/batch",
+        json={"jobs": [
+            {"jid": "dash-skip-parent", "jobtype": "P", "ref": "p", "retry": 0},
+            {"jid": "dash-skip-child1", "jobtype": "C", "depends_on": ["p"],
+             "on_dependency_failure": "skip"},
+        ]},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    parent = await fetch_one(api, "default", wid="w-2")
+    r = await api.http.post(
+        f"/v1/jobs/{parent['jid']}/fail",
+        json={"lease": parent["lease"], "errtype": "E", "message": "m"},
+    )
+    assert r.status_code == 200, r.text
+    assert await state_of(api, "dash-skip-child1") == "skipped"
+    skipped = (await api.http.get("/skipped")).text
+    assert "dash-skip-child1" in skipped and 'value="retry"' in skipped
+    cancelled = (await api.http.get("/cancelled")).text
+    assert retrying in cancelled and scheduled in cancelled
+    r = await api.http.post(
+        "/actions/jobs?scope=all", **form(action="delete", list="cancelled", back="/cancelled")
+    )
+    assert r.headers["location"] == "/cancelled?done=delete&n=2"
+    assert [await state_of(api, j) for j in (retrying, scheduled)] == [None, None]
 
 
 async def test_worker_actions(api: InProcess) -> None:
