@@ -96,7 +96,8 @@ export declare class Client {
     /**
      * The attempt succeeded. `result` (JSON; undefined or null: none) is stored with a job pushed
      * with `keep_result_for`. Rejects with `LeaseLost` when the lease is not current, and with
-     * `PayloadTooLarge` (code `result_too_large`) when the result exceeds the server's limit.
+     * `ResultTooLarge` (a `PayloadTooLarge`, code `result_too_large`) when the result exceeds the
+     * server's limit; nothing is acked then.
      */
     ack(jid: string, lease: string, result?: unknown): Promise<void>;
     /** Ack many; jobs whose lease is not current are listed in `lease_lost`, not raised. */

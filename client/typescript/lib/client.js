@@ -145,17 +145,17 @@ export class Client {
     }
     /** As `pushMany`, answered with the jids only (`Prefer: return=minimal`), not the stored jobs. */
     async pushJids(jobs) {
-        const merged = { jids: [], created: 0, existed: [] };
+        const merged = { jids: [], created: 0, existed: [], conflicts: [], refs: {} };
         const headers = { prefer: "return=minimal" };
         for (const chunk of jobBatches(jobs)) {
             const body = { jobs: chunk };
             const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body, headers }));
-            for (const c of result.conflicts ?? []) {
-                (merged.conflicts ??= []).push({ ...c, index: c.index + merged.jids.length });
-            }
+            for (const c of result.conflicts ?? [])
+                merged.conflicts.push({ ...c, index: c.index + merged.jids.length });
             merged.jids.push(...result.jids);
             merged.existed.push(...result.existed);
             merged.created += result.created;
+            Object.assign(merged.refs, result.refs ?? {});
         }
         return merged;
     }
@@ -241,7 +241,8 @@ export class Client {
     /**
      * The attempt succeeded. `result` (JSON; undefined or null: none) is stored with a job pushed
      * with `keep_result_for`. Rejects with `LeaseLost` when the lease is not current, and with
-     * `PayloadTooLarge` (code `result_too_large`) when the result exceeds the server's limit.
+     * `ResultTooLarge` (a `PayloadTooLarge`, code `result_too_large`) when the result exceeds the
+     * server's limit; nothing is acked then.
      */
     async ack(jid, lease, result) {
         const body = result === undefined || result === null ? { lease } : { lease, result };

@@ -19,8 +19,8 @@ export declare class WerkError extends Error {
     });
 }
 /**
- * The request was rejected as malformed (`invalid_request` 422, `invalid_json` 400; a graph of
- * jobs refused: `dependency_cycle`, `dependency_not_found`).
+ * The request was rejected as malformed (`invalid_request` 422, `invalid_json` and
+ * `malformed_request` 400; a graph of jobs refused: `dependency_cycle`, `dependency_not_found`).
  */
 export declare class ValidationError extends WerkError {
 }
@@ -40,14 +40,20 @@ export declare class LeaseLost extends WerkError {
 export declare class NotUnique extends WerkError {
     existingJid: string;
 }
-/** No or a wrong bearer token (401). */
+/**
+ * No or a wrong bearer token (`unauthorized`, 401; also `ambiguous_credentials`, and
+ * `too_many_auth_failures` 429 from an address that failed too often).
+ */
 export declare class Unauthorized extends WerkError {
 }
-/** The token lacks the scope for this call (403). */
+/** The token lacks the scope for this call (`forbidden`, 403; also `cross_site_request`). */
 export declare class Forbidden extends WerkError {
 }
-/** The body is larger than the server accepts (413). */
+/** The body is larger than the server accepts (`payload_too_large`, 413). */
 export declare class PayloadTooLarge extends WerkError {
+}
+/** An ack's result is over the server's `WERK_MAX_RESULT_BYTES` (`result_too_large`, 413): nothing was acked. */
+export declare class ResultTooLarge extends PayloadTooLarge {
 }
 /** The server (or its database) cannot be reached right now; retrying later may succeed. */
 export declare class Unavailable extends WerkError {
@@ -55,7 +61,10 @@ export declare class Unavailable extends WerkError {
 /** Any other 5xx answer. */
 export declare class ServerError extends WerkError {
 }
-/** The typed error for a non-2xx answer (codes this client does not know become `WerkError`). */
+/**
+ * The typed error for a non-2xx answer: the class by the problem's `code`; a 4xx code this client
+ * does not know (a newer server's) is a plain `WerkError` with that code, not guessed from the status.
+ */
 export declare function errorFromResponse(status: number, body: unknown, retryAfter?: number): WerkError;
 /**
  * Thrown by a handler: fail this attempt and retry after `seconds` (0: as soon as possible),

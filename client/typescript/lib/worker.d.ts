@@ -49,6 +49,13 @@ export interface WorkerOptions extends ClientOptions {
     beatIntervalMs?: number;
     /** On stop, how long running jobs may finish before they are failed (ms, default 25 000). */
     shutdownGraceMs?: number;
+    /**
+     * Seconds after which a job failed at shutdown (errtype `WorkerShutdown`) is retried (default 0:
+     * at once, on another worker): it was interrupted rather than broken, so it skips the backoff.
+     */
+    shutdownRetryIn?: number;
+    /** Most stack lines a failure sends (default 50); a job pushed with `backtrace` > 0 sends at most that many. */
+    backtraceLines?: number;
     /** Extend a job's lease when this fraction of `reserve_for` has passed (default 0.5). */
     extendAt?: number;
     /** Process id for the server (default: a new random one). */
@@ -67,8 +74,9 @@ export interface WorkerOptions extends ClientOptions {
  * Fetches jobs from `queues` in batches (long polling), runs their handlers with up to
  * `concurrency` at once, keeps their leases extended, acks or fails them, and heartbeats.
  * The server's `quiet` stops fetching; `terminate` (or SIGTERM, or `stop()`) shuts down
- * gracefully: no new jobs, running jobs get `shutdownGraceMs`, then what is left is failed (so it
- * retries elsewhere). A job's lease is never dropped silently.
+ * gracefully: no new jobs, running jobs get `shutdownGraceMs`, then what is left is failed with
+ * errtype `WorkerShutdown` and `retry_in` `shutdownRetryIn` (so it retries elsewhere at once).
+ * A job's lease is never dropped silently.
  */
 export declare class Worker {
     readonly client: Client;
@@ -87,6 +95,8 @@ export declare class Worker {
     private readonly fetchWait;
     private readonly beatIntervalMs;
     private readonly shutdownGraceMs;
+    private readonly shutdownRetryIn;
+    private readonly backtraceLines;
     private readonly extendAt;
     private readonly labels;
     private readonly handleSignals;
@@ -124,7 +134,7 @@ export declare class Worker {
     quiet(): void;
     /** Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves. */
     stop(graceMs?: number): void;
-    /** Shut down now: running jobs are failed at once (they retry). */
+    /** Shut down now: running jobs are failed at once (they retry, after `shutdownRetryIn`). */
     terminate(): void;
     /** Run until stopped. Resolves once every fetched job has been settled or reported. */
     run(): Promise<void>;
@@ -158,6 +168,8 @@ export declare class Worker {
     private ackCompleted;
     /** Ack with the handler's result; a result the server refuses is dropped so the job does not run again. */
     private ackWithResult;
+    /** Stack lines a failure of `job` sends: the job's own `backtrace` (when > 0), within the worker's. */
+    private maxLines;
     private settleFailure;
     private reportSettleError;
     private scheduleExtend;

@@ -30,8 +30,8 @@ export class WerkError extends Error {
 }
 
 /**
- * The request was rejected as malformed (`invalid_request` 422, `invalid_json` 400; a graph of
- * jobs refused: `dependency_cycle`, `dependency_not_found`).
+ * The request was rejected as malformed (`invalid_request` 422, `invalid_json` and
+ * `malformed_request` 400; a graph of jobs refused: `dependency_cycle`, `dependency_not_found`).
  */
 export class ValidationError extends WerkError {}
 /** No job with that jid (`job_not_found`, 404); completed jobs are deleted at ack. */
@@ -46,12 +46,17 @@ export class LeaseLost extends WerkError {}
 export class NotUnique extends WerkError {
   existingJid = "";
 }
-/** No or a wrong bearer token (401). */
+/**
+ * No or a wrong bearer token (`unauthorized`, 401; also `ambiguous_credentials`, and
+ * `too_many_auth_failures` 429 from an address that failed too often).
+ */
 export class Unauthorized extends WerkError {}
-/** The token lacks the scope for this call (403). */
+/** The token lacks the scope for this call (`forbidden`, 403; also `cross_site_request`). */
 export class Forbidden extends WerkError {}
-/** The body is larger than the server accepts (413). */
+/** The body is larger than the server accepts (`payload_too_large`, 413). */
 export class PayloadTooLarge extends WerkError {}
+/** An ack's result is over the server's `WERK_MAX_RESULT_BYTES` (`result_too_large`, 413): nothing was acked. */
+export class ResultTooLarge extends PayloadTooLarge {}
 /** The server (or its database) cannot be reached right now; retrying later may succeed. */
 export class Unavailable extends WerkError {}
 /** Any other 5xx answer. */
@@ -60,6 +65,7 @@ export class ServerError extends WerkError {}
 const BY_CODE: Record<string, typeof WerkError> = {
   invalid_request: ValidationError,
   invalid_json: ValidationError,
+  malformed_request: ValidationError,
   dependency_cycle: ValidationError,
   dependency_not_found: ValidationError,
   job_not_found: JobNotFound,
@@ -69,20 +75,43 @@ const BY_CODE: Record<string, typeof WerkError> = {
   lease_lost: LeaseLost,
   not_unique: NotUnique,
   unauthorized: Unauthorized,
+  ambiguous_credentials: Unauthorized,
+  too_many_auth_failures: Unauthorized,
   forbidden: Forbidden,
+  cross_site_request: Forbidden,
   payload_too_large: PayloadTooLarge,
+  result_too_large: ResultTooLarge,
   database_unavailable: Unavailable,
+  internal_error: ServerError,
 };
 
-/** The typed error for a non-2xx answer (codes this client does not know become `WerkError`). */
+/** For answers without a code, which did not come from Werk itself (a proxy's, or a wrong base URL's). */
+const BY_STATUS: Record<number, typeof WerkError> = {
+  400: ValidationError,
+  401: Unauthorized,
+  403: Forbidden,
+  404: JobNotFound,
+  409: LeaseLost,
+  413: PayloadTooLarge,
+  422: ValidationError,
+  502: Unavailable,
+  503: Unavailable,
+  504: Unavailable,
+};
+
+/**
+ * The typed error for a non-2xx answer: the class by the problem's `code`; a 4xx code this client
+ * does not know (a newer server's) is a plain `WerkError` with that code, not guessed from the status.
+ */
 export function errorFromResponse(status: number, body: unknown, retryAfter?: number): WerkError {
   const problem = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
-  const code = typeof problem.code === "string" ? problem.code : `http_${status}`;
+  const named = typeof problem.code === "string";
+  const code = named ? (problem.code as string) : `http_${status}`;
   const detail = typeof problem.detail === "string" ? problem.detail : typeof body === "string" ? body : "";
   const errors = Array.isArray(problem.errors) ? (problem.errors as FieldError[]) : [];
   let cls = BY_CODE[code];
   if (cls === undefined) {
-    cls = status === 502 || status === 503 || status === 504 ? Unavailable : status >= 500 ? ServerError : WerkError;
+    cls = named && status < 500 ? WerkError : (BY_STATUS[status] ?? (status >= 500 ? ServerError : WerkError));
   }
   const error = new cls(detail, { code, status, errors, retryAfter });
   if (error instanceof NotUnique && typeof problem.existing_jid === "string") {

@@ -10,6 +10,7 @@ export {
   NoRetry,
   NotUnique,
   PayloadTooLarge,
+  ResultTooLarge,
   RetryIn,
   ServerError,
   Unauthorized,

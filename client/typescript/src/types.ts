@@ -25,8 +25,11 @@ export type Unique = Schemas["UniqueBody"];
 export type UniqueConflict = Schemas["UniqueConflict"];
 /** The answer to a batch push: the jids, how many were new, which existed, and the stored jobs. */
 export type PushManyResult = Required<Schemas["JobBatchPushed"]>;
-/** The short answer to a batch push: every jid in input order, how many were new, which existed. */
-export type PushJidsResult = Omit<Schemas["JobBatchPushed"], "jobs">;
+/**
+ * The short answer to a batch push: every jid in input order, how many were new, which existed,
+ * the unique `conflicts` and each item's `ref` mapped to its jid (`refs`).
+ */
+export type PushJidsResult = Required<Omit<Schemas["JobBatchPushed"], "jobs">>;
 export type AckItem = Schemas["AckItem"];
 export type AckManyResult = Schemas["AckBatchResult"];
 export type FailResult = Schemas["FailResult"];

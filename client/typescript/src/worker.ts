@@ -60,6 +60,13 @@ export interface WorkerOptions extends ClientOptions {
   beatIntervalMs?: number;
   /** On stop, how long running jobs may finish before they are failed (ms, default 25 000). */
   shutdownGraceMs?: number;
+  /**
+   * Seconds after which a job failed at shutdown (errtype `WorkerShutdown`) is retried (default 0:
+   * at once, on another worker): it was interrupted rather than broken, so it skips the backoff.
+   */
+  shutdownRetryIn?: number;
+  /** Most stack lines a failure sends (default 50); a job pushed with `backtrace` > 0 sends at most that many. */
+  backtraceLines?: number;
   /** Extend a job's lease when this fraction of `reserve_for` has passed (default 0.5). */
   extendAt?: number;
   /** Process id for the server (default: a new random one). */
@@ -89,8 +96,9 @@ interface Running {
  * Fetches jobs from `queues` in batches (long polling), runs their handlers with up to
  * `concurrency` at once, keeps their leases extended, acks or fails them, and heartbeats.
  * The server's `quiet` stops fetching; `terminate` (or SIGTERM, or `stop()`) shuts down
- * gracefully: no new jobs, running jobs get `shutdownGraceMs`, then what is left is failed (so it
- * retries elsewhere). A job's lease is never dropped silently.
+ * gracefully: no new jobs, running jobs get `shutdownGraceMs`, then what is left is failed with
+ * errtype `WorkerShutdown` and `retry_in` `shutdownRetryIn` (so it retries elsewhere at once).
+ * A job's lease is never dropped silently.
  */
 export class Worker {
   readonly client: Client;
@@ -109,6 +117,8 @@ export class Worker {
   private readonly fetchWait: number;
   private readonly beatIntervalMs: number;
   private readonly shutdownGraceMs: number;
+  private readonly shutdownRetryIn: number;
+  private readonly backtraceLines: number;
   private readonly extendAt: number;
   private readonly labels: string[];
   private readonly handleSignals: boolean;
@@ -146,6 +156,9 @@ export class Worker {
     this.beatIntervalMs = options.beatIntervalMs ?? 15_000;
     this.shutdownGraceMs = options.shutdownGraceMs ?? 25_000;
     this.graceMs = this.shutdownGraceMs;
+    this.shutdownRetryIn = options.shutdownRetryIn ?? 0;
+    if (!(this.shutdownRetryIn >= 0)) throw new RangeError(`shutdownRetryIn must be >= 0 (${this.shutdownRetryIn})`);
+    this.backtraceLines = options.backtraceLines ?? 50;
     this.extendAt = options.extendAt ?? 0.5;
     this.labels = options.labels ?? ["node"];
     this.handleSignals = options.handleSignals ?? true;
@@ -208,7 +221,7 @@ export class Worker {
     for (const resolve of this.stopResolvers.splice(0)) resolve();
   }
 
-  /** Shut down now: running jobs are failed at once (they retry). */
+  /** Shut down now: running jobs are failed at once (they retry, after `shutdownRetryIn`). */
   terminate(): void {
     this.stop(0);
   }
@@ -403,7 +416,7 @@ export class Worker {
         this.reportSettleError(error, entry);
       }
     } else {
-      await this.settleFailure(entry, describe(outcome.error));
+      await this.settleFailure(entry, describe(outcome.error, this.maxLines(job)));
     }
   }
 
@@ -458,6 +471,11 @@ export class Worker {
       console.error(`werk: job ${jid}: the server refused its result (${error.code}); acking without it`);
       await this.client.ack(jid, lease);
     }
+  }
+
+  /** Stack lines a failure of `job` sends: the job's own `backtrace` (when > 0), within the worker's. */
+  private maxLines(job: FetchedJob): number {
+    return Math.min(job.backtrace || this.backtraceLines, this.backtraceLines);
   }
 
   private async settleFailure(entry: Running, report: FailReport): Promise<void> {
@@ -526,9 +544,10 @@ export class Worker {
         clearTimeout(entry.extendTimer);
         entry.controller.abort(new Error("worker shutting down"));
         await this.settleFailure(entry, {
-          errtype: "Shutdown",
+          errtype: "WorkerShutdown",
           message: `worker ${this.wid} shut down before the job finished`,
           backtrace: [],
+          retry_in: this.shutdownRetryIn,
         });
         this.running.delete(entry.job.jid);
         this.handled(entry);
@@ -559,22 +578,24 @@ export class Worker {
   }
 }
 
-function describe(error: unknown): FailReport {
+/** The failure report for what a handler threw, with at most `maxLines` lines of its stack. */
+function describe(error: unknown, maxLines: number): FailReport {
   if (error instanceof RetryIn || error instanceof NoRetry) {
     // Raised with a cause, they report the cause's type, message and stack.
-    const subject = describe(error.cause instanceof Error ? error.cause : { ...plain(error), errtype: error.name });
+    const subject = describe(error.cause instanceof Error ? error.cause : { ...plain(error, maxLines), errtype: error.name }, maxLines);
     const report: FailReport = { ...subject, errtype: error.errtype ?? subject.errtype };
     return error instanceof RetryIn ? { ...report, retry_in: error.seconds } : { ...report, retry: false };
   }
   if (error instanceof TimeoutError) return { errtype: TIMEOUT_ERRTYPE, message: error.message, backtrace: [] };
-  if (error instanceof Error) return { ...plain(error), errtype: error.name || "Error" };
+  if (error instanceof Error) return { ...plain(error, maxLines), errtype: error.name || "Error" };
   if (error !== null && typeof error === "object" && "errtype" in error) return error as FailReport;
   return { errtype: typeof error, message: String(error), backtrace: [] };
 }
 
-function plain(error: Error): { message: string; backtrace: string[] } {
+/** The message and the innermost `maxLines` lines of the stack (none when `maxLines` is not positive). */
+function plain(error: Error, maxLines: number): { message: string; backtrace: string[] } {
   const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
-  return { message: error.message, backtrace: lines.slice(0, 50) };
+  return { message: error.message, backtrace: maxLines > 0 ? lines.slice(0, maxLines) : [] };
 }
 
 /** The server refused what an ack carried (a result too large or not storable, or a batch too big). */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Client, JobNotFound, newJid, LeaseLost, NotUnique, Unavailable, ValidationError, WerkError } from "../src/index.js";
+import { Client, JobNotFound, newJid, LeaseLost, NotUnique, Unavailable, ValidationError, WerkError, type JobPush } from "../src/index.js";
 import { URL_, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
@@ -69,13 +69,28 @@ describe("Client", () => {
       { jobtype: "bulk", args: [0], queue, jid: known },
       { jobtype: "bulk", args: ["new"], queue, jid: `${queue}-new` },
     ]);
-    assert.deepEqual(short, { jids: [known, `${queue}-new`], created: 1, existed: [known] });
+    assert.deepEqual(short, { jids: [known, `${queue}-new`], created: 1, existed: [known], conflicts: [], refs: {} });
     const fetched = await client.fetch({ queues: [queue], wid: "ts-client", count: 100 });
     assert.equal(fetched.length, 100);
     const acked = await client.ackMany(fetched.map((j) => ({ jid: j.jid, lease: j.lease! })));
     assert.equal(acked.acked.length, 100);
     const again = await client.ackMany([{ jid: fetched[0]!.jid, lease: fetched[0]!.lease! }]);
     assert.deepEqual(again, { acked: [], lease_lost: [fetched[0]!.jid] });
+  });
+
+  it("answers pushJids with every request's refs and unique conflicts, indexed in the whole push", async () => {
+    const queue = uniqueQueue();
+    const holder = await client.push({ jobtype: "report", args: ["held"], queue, unique: { for: 60 } });
+    const jobs = Array.from({ length: 1002 }, (_, i) => ({ jobtype: "bulk", args: [i], queue }) as JobPush);
+    jobs[0] = { ...jobs[0]!, ref: "first" };
+    jobs[1000] = { jobtype: "report", args: ["held"], queue, unique: { on_conflict: "existing" } };
+    jobs[1001] = { ...jobs[1001]!, ref: "last" };
+    const short = await client.pushJids(jobs);
+    assert.equal(short.jids.length, 1002);
+    assert.equal(short.created, 1001);
+    assert.deepEqual(short.refs, { first: short.jids[0], last: short.jids[1001] });
+    assert.deepEqual(short.conflicts, [{ index: 1000, existing_jid: holder.jid, on_conflict: "existing" }]);
+    assert.equal(short.jids[1000], holder.jid);
   });
 
   it("long-polls until a job arrives", async () => {

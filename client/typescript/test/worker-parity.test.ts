@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Client, NoRetry, RetryIn, Worker, weightedOrder } from "../src/index.js";
+import { Client, NoRetry, RetryIn, Worker, weightedOrder, type Handler } from "../src/index.js";
 import { URL_, eventually, sleep, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
@@ -163,5 +163,93 @@ describe("Worker middleware, hooks, RetryIn/NoRetry, weighted queues", () => {
     assert.ok(Math.abs(firsts.get("a")! / 20_000 - 0.6) < 0.03);
     assert.ok(Math.abs(firsts.get("c")! / 20_000 - 0.1) < 0.03);
     assert.throws(() => new Worker({ ...quietErrors, queues: ["a"], weights: { b: 2 } }), /not in queues/);
+  });
+});
+
+describe("Worker shutdown and failure reports", () => {
+  /** A handler that runs until its signal is aborted. */
+  const untilAborted = (started: string[]): Handler => (_args, { job, signal }) =>
+    new Promise<void>((resolve) => {
+      started.push(job.jid);
+      signal.addEventListener("abort", () => resolve(), { once: true });
+    });
+
+  it("fails a job still running after the shutdown grace with WorkerShutdown and retry_in 0: it is fetched again at once", async () => {
+    const queue = uniqueQueue();
+    const started: string[] = [];
+    const worker = new Worker({ ...quietErrors, queues: [queue], fetchWait: 1 });
+    worker.register("long", untilAborted(started));
+    const job = await client.push({ jobtype: "long", queue, retry: 3 });
+    const running = worker.run();
+    await eventually(() => started.length === 1, 15_000, "the job to start");
+    worker.stop(200);
+    await running;
+    assert.equal(worker.failed, 1);
+    const left = (await client.get(job.jid)) as any;
+    assert.equal(left.failure.errtype, "WorkerShutdown");
+    assert.ok(left.state === "scheduled" || left.state === "available", left.state);
+    assert.ok(left.failure.next_at === null || Date.parse(left.failure.next_at) - Date.now() < 5_000, left.failure.next_at);
+    // The backoff of a first failure is 15 s or more: a retry this soon is retry_in 0.
+    const [again] = await client.fetch({ queues: [queue], wid: "ts-shutdown", wait: 3 });
+    assert.equal(again?.jid, job.jid);
+    assert.equal(again?.attempt, 2);
+  });
+
+  it("retries a job failed at shutdown after shutdownRetryIn seconds", async () => {
+    assert.throws(() => new Worker({ ...quietErrors, shutdownRetryIn: -1 }), /shutdownRetryIn/);
+    const queue = uniqueQueue();
+    const started: string[] = [];
+    const worker = new Worker({ ...quietErrors, queues: [queue], fetchWait: 1, shutdownRetryIn: 3600 });
+    worker.register("long", untilAborted(started));
+    const job = await client.push({ jobtype: "long", queue, retry: 3 });
+    const running = worker.run();
+    await eventually(() => started.length === 1, 15_000, "the job to start");
+    worker.terminate();
+    await running;
+    const left = (await client.get(job.jid)) as any;
+    assert.equal(left.state, "scheduled");
+    assert.equal(left.failure.errtype, "WorkerShutdown");
+    const delay = Date.parse(left.failure.next_at) - Date.now();
+    assert.ok(delay > 3500_000 && delay <= 3600_000, `retry in ${delay} ms`);
+  });
+
+  it("sends at most the job's backtrace lines of a failure's stack, within the worker's backtraceLines", async () => {
+    const queue = uniqueQueue();
+    const deep = (message: string): Error => {
+      const error = new Error(message);
+      error.stack = [`Error: ${message}`, ...Array.from({ length: 80 }, (_, i) => `    at frame${i} (handler.js:${i + 1}:1)`)].join("\n");
+      return error;
+    };
+    const worker = new Worker({ ...quietErrors, queues: [queue], fetchWait: 1, backtraceLines: 20 });
+    worker.register("boom", () => {
+      throw deep("boom");
+    });
+    worker.register("never", () => {
+      throw new NoRetry("gave up", { cause: deep("cause") });
+    });
+    const own = await client.push({ jobtype: "boom", queue, retry: 3, backtrace: 3 });
+    const unset = await client.push({ jobtype: "boom", queue, retry: 3 });
+    const wider = await client.push({ jobtype: "boom", queue, retry: 3, backtrace: 40 });
+    const caused = await client.push({ jobtype: "never", queue, backtrace: 2 });
+    const running = worker.run();
+    await eventually(() => worker.failed === 4, 15_000, "four failures");
+    worker.stop(); // the grace lets the fail requests in flight finish
+    await running;
+    const lines = async (jid: string): Promise<string[]> => (await client.get(jid)).failure?.backtrace ?? [];
+    const frames = (n: number): string[] => Array.from({ length: n }, (_, i) => `at frame${i} (handler.js:${i + 1}:1)`);
+    assert.deepEqual(await lines(own.jid), frames(3), "the job's backtrace");
+    assert.deepEqual(await lines(unset.jid), frames(20), "no backtrace: the worker's backtraceLines");
+    assert.deepEqual(await lines(wider.jid), frames(20), "the worker's backtraceLines bound the job's");
+    assert.deepEqual(await lines(caused.jid), frames(2), "the cause's stack, by the job's backtrace");
+    const defaults = new Worker({ ...quietErrors, queues: [queue], fetchWait: 1 });
+    defaults.register("boom", () => {
+      throw deep("boom");
+    });
+    const plain = await client.push({ jobtype: "boom", queue, retry: 3 });
+    const run = defaults.run();
+    await eventually(() => defaults.failed === 1, 15_000, "the failure");
+    defaults.stop();
+    await run;
+    assert.deepEqual(await lines(plain.jid), frames(50), "the default: 50 lines");
   });
 });
