@@ -152,28 +152,36 @@ func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult
 		return nil, fmt.Errorf("werk: encoding the request: %w", err)
 	}
 	// Each answer's jobs are decoded straight into the one list, sized for them all.
-	merged := &PushManyResult{Jobs: make([]Job, 0, len(specs))}
-	for _, body := range bodies {
+	merged := &PushManyResult{Jobs: make([]Job, 0, len(specs)), JIDs: make([]string, 0, len(specs)), Existed: []string{}}
+	for k, body := range bodies {
 		part := pushAnswer{jobs: merged.Jobs}
 		if err := c.call(ctx, "POST", "/v1/jobs/batch", body, &part, 0); err != nil {
 			return nil, err
 		}
-		for _, c := range part.Conflicts {
-			c.Index += len(merged.Jobs)
-			merged.Conflicts = append(merged.Conflicts, c)
-		}
 		if part.Jobs != nil {
 			merged.Jobs = part.Jobs
 		}
-		merged.Created += part.Created
-		for ref, jid := range part.Refs {
-			if merged.Refs == nil {
-				merged.Refs = map[string]string{}
-			}
-			merged.Refs[ref] = jid
-		}
+		merged.merge(k*MaxBatch, part.Created, part.JIDs, part.Existed, part.Conflicts, part.Refs)
 	}
 	return merged, nil
+}
+
+// merge adds the answer to one request of a batch push, whose items start at index start of
+// the whole input, to what the earlier requests answered.
+func (p *PushManyResult) merge(start, created int, jids, existed []string, conflicts []UniqueConflict, refs map[string]string) {
+	p.Created += created
+	p.JIDs = append(p.JIDs, jids...)
+	p.Existed = append(p.Existed, existed...)
+	for _, c := range conflicts {
+		c.Index += start
+		p.Conflicts = append(p.Conflicts, c)
+	}
+	for ref, jid := range refs {
+		if p.Refs == nil {
+			p.Refs = map[string]string{}
+		}
+		p.Refs[ref] = jid
+	}
 }
 
 // PushFlow pushes a graph of jobs in one request, all or nothing: items name each other by Ref
@@ -206,22 +214,17 @@ func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult
 	if err != nil {
 		return nil, fmt.Errorf("werk: encoding the request: %w", err)
 	}
-	merged := &PushJIDsResult{JIDs: []string{}, Existed: []string{}}
+	merged := &PushManyResult{JIDs: make([]string, 0, len(specs)), Existed: []string{}}
 	minimal := map[string]string{"Prefer": "return=minimal"}
-	for _, body := range bodies {
+	for k, body := range bodies {
 		var part PushJIDsResult
 		if err := c.callWith(ctx, "POST", "/v1/jobs/batch", minimal, body, &part, 0, true); err != nil {
 			return nil, err
 		}
-		for _, c := range part.Conflicts {
-			c.Index += len(merged.JIDs)
-			merged.Conflicts = append(merged.Conflicts, c)
-		}
-		merged.JIDs = append(merged.JIDs, part.JIDs...)
-		merged.Existed = append(merged.Existed, part.Existed...)
-		merged.Created += part.Created
+		merged.merge(k*MaxBatch, part.Created, part.JIDs, part.Existed, part.Conflicts, part.Refs)
 	}
-	return merged, nil
+	return &PushJIDsResult{JIDs: merged.JIDs, Created: merged.Created, Existed: merged.Existed,
+		Conflicts: merged.Conflicts, Refs: merged.Refs}, nil
 }
 
 // Get reads a job; ErrJobNotFound when there is none (completed jobs are deleted at ack).

@@ -649,6 +649,22 @@ func (r *jsonReader) jobs(out *[]Job, into []Job) error {
 	return err
 }
 
+// stringList reads an array of strings (null: nil).
+func (r *jsonReader) stringList(out *[]string) error {
+	if r.null() {
+		*out = nil
+		return nil
+	}
+	list := []string{}
+	err := r.array(func() error {
+		s, err := r.str()
+		list = append(list, s)
+		return err
+	})
+	*out = list
+	return err
+}
+
 // UnmarshalJSON decodes the full answer to a batch push.
 func (p *PushManyResult) UnmarshalJSON(data []byte) error {
 	return p.decode(data, nil)
@@ -678,6 +694,10 @@ func (p *PushManyResult) decode(data []byte, jobs []Job) error {
 			n, err := r.int()
 			p.Created = n
 			return err
+		case "jids":
+			return r.stringList(&p.JIDs)
+		case "existed":
+			return r.stringList(&p.Existed)
 		case "conflicts":
 			return r.into(&p.Conflicts)
 		case "refs":

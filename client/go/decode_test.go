@@ -55,6 +55,8 @@ func TestBatchAnswerDecodesAsEncodingJSON(t *testing.T) {
 		Created   int              `json:"created"`
 		Conflicts []UniqueConflict `json:"conflicts"`
 		Refs      map[string]string
+		JIDs      []string `json:"jids"`
+		Existed   []string `json:"existed"`
 	}
 	if err := json.Unmarshal([]byte(answer), &want); err != nil {
 		t.Fatal(err)
@@ -65,7 +67,8 @@ func TestBatchAnswerDecodesAsEncodingJSON(t *testing.T) {
 	}
 	if len(got.Jobs) != 2 || !reflect.DeepEqual(plain(got.Jobs[0]), want.Jobs[0]) ||
 		!reflect.DeepEqual(plain(got.Jobs[1]), want.Jobs[1]) || got.Created != want.Created ||
-		!reflect.DeepEqual(got.Conflicts, want.Conflicts) || !reflect.DeepEqual(got.Refs, want.Refs) {
+		!reflect.DeepEqual(got.Conflicts, want.Conflicts) || !reflect.DeepEqual(got.Refs, want.Refs) ||
+		!reflect.DeepEqual(got.JIDs, want.JIDs) || !reflect.DeepEqual(got.Existed, want.Existed) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 	var none fetched

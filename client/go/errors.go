@@ -47,9 +47,12 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is matches the sentinels by code (ErrValidation also matches invalid_json and a refused graph
-// of jobs, dependency_cycle and dependency_not_found; ErrUnavailable
-// matches any 502/503/504 or unreachable server; ErrBatchClosed matches batch_finished too).
+// Is matches the sentinels by code (ErrValidation also matches invalid_json, malformed_request
+// and a refused graph of jobs, dependency_cycle and dependency_not_found; ErrUnauthorized the
+// refusals of credentials, ErrForbidden cross_site_request; ErrUnavailable
+// matches any 502/503/504 or unreachable server; ErrBatchClosed matches batch_finished too;
+// ErrTooLarge matches result_too_large too, as a result is part of the body refused;
+// ErrServerError matches any other 5xx answer).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	if !ok {
@@ -58,11 +61,21 @@ func (e *Error) Is(target error) bool {
 	switch t {
 	case ErrValidation:
 		return e.Code == "invalid_request" || e.Code == "invalid_json" ||
-			e.Code == "dependency_cycle" || e.Code == "dependency_not_found"
+			e.Code == "malformed_request" || e.Code == "dependency_cycle" ||
+			e.Code == "dependency_not_found"
+	case ErrUnauthorized:
+		return e.Code == "unauthorized" || e.Code == "ambiguous_credentials" ||
+			e.Code == "too_many_auth_failures"
+	case ErrForbidden:
+		return e.Code == "forbidden" || e.Code == "cross_site_request"
 	case ErrUnavailable:
 		return e.transient()
 	case ErrBatchClosed:
 		return e.Code == "batch_committed" || e.Code == "batch_finished"
+	case ErrTooLarge:
+		return e.Code == "payload_too_large" || e.Code == "result_too_large"
+	case ErrServerError:
+		return e.Code == "internal_error" || (e.Status >= 500 && !e.transient())
 	}
 	return t.Code == e.Code
 }
@@ -84,8 +97,14 @@ var (
 	ErrValidation    = &Error{Code: "invalid_request"}
 	ErrUnauthorized  = &Error{Code: "unauthorized"}
 	ErrForbidden     = &Error{Code: "forbidden"}
-	ErrTooLarge      = &Error{Code: "payload_too_large"}
-	ErrUnavailable   = &Error{Code: "unreachable"}
+	// ErrTooLarge: the request body is over the server's limit; ErrResultTooLarge: an ack's
+	// result is over WERK_MAX_RESULT_BYTES (nothing was acked). ErrTooLarge matches both.
+	ErrTooLarge       = &Error{Code: "payload_too_large"}
+	ErrResultTooLarge = &Error{Code: "result_too_large"}
+	ErrUnavailable    = &Error{Code: "unreachable"}
+	// ErrServerError: the server failed (internal_error, or a 5xx that is not ErrUnavailable,
+	// such as schema_too_new).
+	ErrServerError = &Error{Code: "internal_error"}
 )
 
 // AsError returns the *Error in err's chain, if any.

@@ -114,7 +114,8 @@ func runWithin(ctx context.Context, h Handler, job *Job, timeout, grace time.Dur
 	return &timeoutError{after: timeout}
 }
 
-// RetryInError asks for the attempt to be retried after Delay instead of the backoff schedule.
+// RetryInError asks for the attempt to be retried after Delay (sent in seconds, fractions kept)
+// instead of the backoff schedule.
 type RetryInError struct {
 	Delay   time.Duration
 	Err     error  // what went wrong (its type and message are recorded); may be nil
@@ -159,18 +160,22 @@ func RetryIn(d time.Duration, err error) error { return &RetryInError{Delay: d, 
 // (retrying a job that can never succeed only burns capacity); err is recorded as the failure.
 func NoRetry(err error) error { return &NoRetryError{Err: err} }
 
-// steered turns RetryIn/NoRetry errors into their report (false: err is neither).
-func steered(err error) (FailReport, bool) {
+// steered turns RetryIn/NoRetry errors into their report, with at most maxLines of backtrace
+// (false: err is neither).
+func steered(err error, maxLines int) (FailReport, bool) {
 	var retryIn *RetryInError
 	var noRetry *NoRetryError
 	switch {
 	case errors.As(err, &retryIn):
-		report := reportOf(retryIn.Err, retryIn.Type, retryIn.Error())
-		seconds := int(math.Ceil(retryIn.Delay.Seconds()))
-		report.RetryIn = &seconds
+		report := reportOf(retryIn.Err, retryIn.Type, retryIn.Error(), maxLines)
+		delay := retryIn.Delay
+		if delay < 0 {
+			delay = 0 // taken as at once: the server refuses a negative retry_in
+		}
+		report.RetryIn = Seconds(delay)
 		return report, true
 	case errors.As(err, &noRetry):
-		report := reportOf(noRetry.Err, noRetry.Type, noRetry.Error())
+		report := reportOf(noRetry.Err, noRetry.Type, noRetry.Error(), maxLines)
 		no := false
 		report.Retry = &no
 		return report, true
@@ -178,10 +183,10 @@ func steered(err error) (FailReport, bool) {
 	return FailReport{}, false
 }
 
-func reportOf(cause error, errtype, message string) FailReport {
+func reportOf(cause error, errtype, message string, maxLines int) FailReport {
 	report := FailReport{ErrType: errtype, Message: message}
 	if cause != nil {
-		described := describe(cause)
+		described := describe(cause, maxLines)
 		if report.ErrType == "" {
 			report.ErrType = described.ErrType
 		}

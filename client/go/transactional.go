@@ -14,10 +14,16 @@ import (
 // rolls back and returns an error that errors.Is matches with ErrLeaseLost; an error from apply
 // rolls back too, and the job stays leased (fail it, or let the lease expire).
 //
+// WithResult(v) stores v with the job (pushed with keep_result_for) as TransactionalAck acks it.
+//
 // db is a database/sql pool over any PostgreSQL driver: pgx (github.com/jackc/pgx/v4/stdlib or
 // v5/stdlib), lib/pq. With pgx's own API, run AckInTx's statement yourself:
-// tx.QueryRow(ctx, "SELECT werk.ack($1, $2)", jid, lease).Scan(&acked).
-func TransactionalAck(ctx context.Context, db *sql.DB, job Job, apply func(*sql.Tx) error) error {
+// tx.QueryRow(ctx, "SELECT werk.ack($1, $2, $3::jsonb)", jid, lease, result).Scan(&acked).
+func TransactionalAck(ctx context.Context, db *sql.DB, job Job, apply func(*sql.Tx) error, opts ...TxAckOption) error {
+	var ack txAck
+	for _, opt := range opts {
+		opt(&ack)
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -26,10 +32,22 @@ func TransactionalAck(ctx context.Context, db *sql.DB, job Job, apply func(*sql.
 	if err := apply(tx); err != nil {
 		return err
 	}
-	if err := AckInTx(ctx, tx, job, nil); err != nil {
+	if err := AckInTx(ctx, tx, job, ack.result); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// TxAckOption configures TransactionalAck.
+type TxAckOption func(*txAck)
+
+type txAck struct{ result any }
+
+// WithResult makes TransactionalAck store result with the job. It is encoded once apply has
+// returned, so a pointer to a value apply fills in (an id its INSERT returned) carries what apply
+// produced.
+func WithResult(result any) TxAckOption {
+	return func(a *txAck) { a.result = result }
 }
 
 // AckInTx acks job inside tx (storing result, if not nil, with a job pushed with

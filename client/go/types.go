@@ -195,7 +195,8 @@ type BatchCallback struct {
 
 // BatchStatus is how a batch stands. State: "open", "committed" or "finished". Members (jobs
 // and child batches) are Succeeded (completed), Dead (ended without completing; a retried one is
-// pending again) or Pending.
+// pending again) or Pending. CommittedAt is nil while the batch is open (opened again, it is
+// cleared until the next commit).
 type BatchStatus struct {
 	BID         string         `json:"bid"`
 	Description string         `json:"description"`
@@ -207,6 +208,7 @@ type BatchStatus struct {
 	Succeeded   int            `json:"succeeded"`
 	Dead        int            `json:"dead"`
 	CreatedAt   time.Time      `json:"created_at"`
+	CommittedAt *time.Time     `json:"committed_at"`
 	CompletedAt *time.Time     `json:"completed_at"`
 	SucceededAt *time.Time     `json:"succeeded_at"`
 	DiedAt      *time.Time     `json:"died_at"`
@@ -215,17 +217,26 @@ type BatchStatus struct {
 	OnDeath     *BatchCallback `json:"on_death"`
 }
 
-// Int returns a pointer to v (for JobSpec.Retry and FailReport.RetryIn).
+// Int returns a pointer to v (for JobSpec.Retry).
 func Int(v int) *int { return &v }
+
+// Seconds returns d in seconds, fractions kept, as FailReport.RetryIn takes it.
+func Seconds(d time.Duration) *float64 {
+	s := d.Seconds()
+	return &s
+}
 
 // At formats t for JobSpec.At.
 func At(t time.Time) string { return t.Format(time.RFC3339Nano) }
 
-// PushManyResult lists the stored jobs (in input order) and how many were new.
+// PushManyResult lists the stored jobs (in input order) and how many were new, their jids (in
+// input order) and the jids that were stored already (nothing new stored for them).
 // Items whose unique key another job held are answered by that job and listed in Conflicts.
 type PushManyResult struct {
 	Jobs      []Job            `json:"jobs"`
 	Created   int              `json:"created"`
+	JIDs      []string         `json:"jids"`
+	Existed   []string         `json:"existed"`
 	Conflicts []UniqueConflict `json:"conflicts,omitempty"`
 	// Refs maps each item's Ref to its jid.
 	Refs map[string]string `json:"refs,omitempty"`
@@ -238,6 +249,8 @@ type PushJIDsResult struct {
 	Created   int              `json:"created"`
 	Existed   []string         `json:"existed"`
 	Conflicts []UniqueConflict `json:"conflicts,omitempty"`
+	// Refs maps each item's Ref to its jid.
+	Refs map[string]string `json:"refs,omitempty"`
 }
 
 // FetchRequest asks for up to Count jobs (1..100; 0 means 1) from Queues, tried in order,
@@ -262,12 +275,13 @@ type AckManyResult struct {
 	LeaseLost []string `json:"lease_lost"`
 }
 
-// FailReport describes a failed attempt. RetryIn overrides the backoff; Retry false kills it.
+// FailReport describes a failed attempt. RetryIn (seconds, fractions kept: see Seconds)
+// overrides the backoff, 0 retrying at once; Retry false kills it.
 type FailReport struct {
 	ErrType   string   `json:"errtype,omitempty"`
 	Message   string   `json:"message,omitempty"`
 	Backtrace []string `json:"backtrace,omitempty"`
-	RetryIn   *int     `json:"retry_in,omitempty"`
+	RetryIn   *float64 `json:"retry_in,omitempty"`
 	Retry     *bool    `json:"retry,omitempty"`
 }
 

@@ -8,7 +8,9 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,8 +37,9 @@ type Hook func(ctx context.Context) error
 // Worker fetches jobs from Queues in batches (long polling), runs their handlers with up to
 // Concurrency at once, keeps their leases extended, acks or fails them, and heartbeats. The
 // server's quiet stops fetching; terminate, SIGTERM/SIGINT or a cancelled Run context shut down
-// gracefully: no new jobs, running jobs get ShutdownGrace, then what is left is failed so it
-// retries elsewhere. Set fields before Run.
+// gracefully: no new jobs, running jobs get ShutdownGrace, then what is left is failed with
+// errtype "WorkerShutdown" and retry_in ShutdownRetryIn (0: retried at once, elsewhere: it was
+// interrupted, not broken, so the backoff schedule does not apply). Set fields before Run.
 type Worker struct {
 	Client        *Client
 	Queues        []string       // default ["default"]
@@ -53,6 +56,12 @@ type Worker struct {
 	IgnoreSignals bool           // do not stop on SIGTERM/SIGINT
 	NoBatchAck    bool           // ack each job in a request of its own instead of together
 	Logger        *log.Logger    // default: log.Default()
+
+	// ShutdownRetryIn: the retry delay asked for jobs failed at shutdown; default 0 (at once).
+	ShutdownRetryIn time.Duration
+	// BacktraceLines: most backtrace lines a failure sends, default 30; a job pushed with a
+	// smaller backtrace (> 0) sends that many. Negative: none.
+	BacktraceLines int
 
 	handlers   map[string]registered
 	middleware []Middleware
@@ -216,6 +225,12 @@ func (w *Worker) defaults() {
 	if w.ShutdownGrace <= 0 {
 		w.ShutdownGrace = 25 * time.Second
 	}
+	if w.ShutdownRetryIn < 0 {
+		w.ShutdownRetryIn = 0
+	}
+	if w.BacktraceLines == 0 {
+		w.BacktraceLines = 30
+	}
 	if w.ExtendAt <= 0 || w.ExtendAt >= 1 {
 		w.ExtendAt = 0.5
 	}
@@ -338,8 +353,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			giveUp.Add(1)
 			go func(r *runningJob) {
 				defer giveUp.Done()
-				w.fail(r, FailReport{ErrType: "Shutdown",
-					Message: fmt.Sprintf("worker %s shut down before the job finished", w.WID)})
+				w.fail(r, FailReport{ErrType: ShutdownErrType,
+					Message: fmt.Sprintf("worker %s shut down before the job finished", w.WID),
+					RetryIn: Seconds(w.ShutdownRetryIn)})
 			}(r)
 		}
 		giveUp.Wait()
@@ -545,6 +561,7 @@ func (w *Worker) beatLoop() {
 	for {
 		state, err := w.Client.Beat(context.Background(), Beat{
 			WID: w.WID, Hostname: host, PID: os.Getpid(), Labels: w.Labels, CurrentState: w.State(),
+			RSSKB: rssKB(),
 		})
 		if err != nil {
 			w.Logger.Printf("werk worker %s: beat failed: %v", w.WID, err)
@@ -559,6 +576,24 @@ func (w *Worker) beatLoop() {
 		case <-time.After(w.BeatInterval):
 		}
 	}
+}
+
+// rssKB is the process's resident set size in KiB, as the dashboard shows it; 0 (not sent)
+// where /proc/self/statm does not tell it (outside Linux).
+func rssKB() int {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) < 2 {
+		return 0
+	}
+	pages, err := strconv.Atoi(fields[1])
+	if err != nil {
+		return 0
+	}
+	return pages * (os.Getpagesize() / 1024)
 }
 
 type checkpointKey struct{}
@@ -648,7 +683,7 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 		return // lease lost, or given up at shutdown (already failed by Run)
 	}
 	if err != nil {
-		w.settleFailure(r, describe(err))
+		w.settleFailure(r, describe(err, w.backtraceLines(r.job)))
 		return
 	}
 	if !r.claim() {
@@ -666,8 +701,8 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 }
 
 type panicError struct {
-	value any
-	stack string
+	value  any
+	frames []string // the stack where it panicked: see panicFrames
 }
 
 func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
@@ -675,29 +710,142 @@ func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
 func runHandler(ctx context.Context, h Handler, job *Job) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: string(debug.Stack())}
+			err = &panicError{value: v, frames: panicFrames()}
 		}
 	}()
 	return h(ctx, job)
 }
 
-func describe(err error) FailReport {
-	if report, ok := steered(err); ok {
+// panicFrames is the stack of the panic being recovered, two lines a frame (function, then file
+// and line), innermost first: the frames of the job's own code (handler and middleware), from
+// the one that panicked out to runHandler. The recovering frames and the runtime's panic
+// machinery are the same for every job and are left out.
+func panicFrames() []string {
+	// Where the frames stop being the job's.
+	runHandlerName := runtime.FuncForPC(reflect.ValueOf(runHandler).Pointer()).Name()
+	var pcs [128]uintptr
+	n := runtime.Callers(1, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	var lines []string
+	inRuntime := false
+	for more := true; more; {
+		var f runtime.Frame
+		f, more = frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			lines, inRuntime = lines[:0], true // what came before is the recovery
+			continue
+		case inRuntime && strings.HasPrefix(f.Function, "runtime."):
+			continue // how a fault became a panic (runtime.sigpanic, runtime.panicmem)
+		case f.Function == runHandlerName:
+			return lines
+		}
+		inRuntime = false
+		lines = append(lines, f.Function, "\t"+f.File+":"+strconv.Itoa(f.Line))
+	}
+	return lines
+}
+
+// ShutdownErrType is the errtype of a job failed because its worker stopped before it finished.
+const ShutdownErrType = "WorkerShutdown"
+
+// Most lines of a backtrace, and bytes of a line, a failure sends (the server refuses a
+// failure over its own limits, and the job would then wait out its lease).
+const (
+	maxBacktraceLines = 1000
+	maxBacktraceLine  = 2000
+)
+
+// backtraceLines is how many backtrace lines job's failures send: the job's own backtrace when it
+// is set (> 0), within the worker's BacktraceLines.
+func (w *Worker) backtraceLines(job *Job) int {
+	if job.Backtrace > 0 && job.Backtrace < w.BacktraceLines {
+		return job.Backtrace
+	}
+	return w.BacktraceLines
+}
+
+// describe is the failure report for what a handler returned, with at most maxLines lines of
+// backtrace. A panic sends the stack where it panicked (panicFrames). A returned error's stack
+// is gone by the time the handler returns, so its backtrace is what the error itself holds: its
+// %+v text when that says more than Error() (errors that record where they were made, such as
+// github.com/pkg/errors'), else its chain as errors.Unwrap walks it, one "type: message" line
+// per error, outermost first. A timeout sends none.
+func describe(err error, maxLines int) FailReport {
+	if report, ok := steered(err, maxLines); ok {
 		return report
+	}
+	if timedOut, ok := err.(*timeoutError); ok {
+		return FailReport{ErrType: timedOut.ErrType(), Message: timedOut.Error()}
 	}
 	var p *panicError
 	if errors.As(err, &p) {
-		lines := strings.Split(strings.TrimSpace(p.stack), "\n")
-		if len(lines) > 50 {
-			lines = lines[:50]
-		}
-		return FailReport{ErrType: "panic", Message: fmt.Sprint(p.value), Backtrace: lines}
+		return FailReport{ErrType: "panic", Message: fmt.Sprint(p.value), Backtrace: backtrace(p.frames, maxLines)}
 	}
+	return FailReport{ErrType: errType(err), Message: err.Error(), Backtrace: backtrace(errorLines(err, maxLines), maxLines)}
+}
+
+// errType is the errtype of err: its ErrType() if it has that method, else its Go type.
+func errType(err error) string {
 	var typed interface{ ErrType() string }
 	if errors.As(err, &typed) {
-		return FailReport{ErrType: typed.ErrType(), Message: err.Error()}
+		return typed.ErrType()
 	}
-	return FailReport{ErrType: strings.TrimPrefix(fmt.Sprintf("%T", err), "*"), Message: err.Error()}
+	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*")
+}
+
+// errorLines is a returned error's backtrace (see describe), at most about limit lines.
+func errorLines(err error, limit int) []string {
+	var lines []string
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil || len(lines) >= limit {
+			return
+		}
+		if detailed := fmt.Sprintf("%+v", e); detailed != e.Error() {
+			// Such an error's %+v includes what it wraps.
+			for _, line := range strings.Split(detailed, "\n") {
+				if strings.TrimSpace(line) != "" {
+					lines = append(lines, line)
+				}
+			}
+			return
+		}
+		lines = append(lines, strings.TrimPrefix(fmt.Sprintf("%T", e), "*")+": "+e.Error())
+		switch wrapper := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(wrapper.Unwrap())
+		case interface{ Unwrap() []error }: // errors.Join, fmt.Errorf with several %w
+			for _, inner := range wrapper.Unwrap() {
+				walk(inner)
+			}
+		}
+	}
+	walk(err)
+	return lines
+}
+
+// backtrace keeps the first maxLines of lines (a panic's innermost frames, an error's outermost
+// links), each within the server's limits.
+func backtrace(lines []string, maxLines int) []string {
+	if maxLines > maxBacktraceLines {
+		maxLines = maxBacktraceLines
+	}
+	if maxLines <= 0 {
+		return nil
+	}
+	if len(lines) > maxLines {
+		lines = lines[:maxLines]
+	}
+	out := make([]string, len(lines))
+	for i, line := range lines {
+		line = strings.ReplaceAll(line, "\x00", "\\x00")
+		if len(line) > maxBacktraceLine {
+			line = strings.ToValidUTF8(line[:maxBacktraceLine], "")
+		}
+		out[i] = line
+	}
+	return out
 }
 
 func (w *Worker) settleFailure(r *runningJob, report FailReport) {

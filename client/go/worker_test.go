@@ -251,7 +251,9 @@ func TestWorkerStopsGracefullyOnSIGTERM(t *testing.T) {
 		t.Fatalf("the fast job was not acked: %v", err)
 	}
 	left, err := c.Get(ctx, slow.JID)
-	if err != nil || left.State != "scheduled" || left.Failure == nil || left.Failure.ErrType != "Shutdown" {
+	// Given up at shutdown: retried at once (retry_in 0), not after the backoff.
+	if err != nil || left.State != "scheduled" || left.Failure == nil || left.Failure.ErrType != "WorkerShutdown" ||
+		left.Failure.NextAt == nil || left.Failure.NextAt.After(left.Failure.FailedAt.Add(time.Second)) {
 		t.Fatalf("the slow job: %v %+v", err, left)
 	}
 	if w.Processed() != 1 || w.Failed() != 1 {
