@@ -8,6 +8,7 @@ import re
 import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -82,7 +83,7 @@ def mismatches(expected: Any, actual: Any, path: str = "$") -> list[str]:
 def request_for(op: str, params: dict[str, Any]) -> tuple[str, str, Any]:
     """(method, path, body) of one operation, per the table in client/contract/README.md."""
     rest = {k: v for k, v in params.items() if k != "jid"}
-    jid = params.get("jid")
+    jid, queue, wid = params.get("jid"), params.get("queue"), params.get("wid")
     table: dict[str, tuple[str, str, Any]] = {
         "push": ("POST", "/v1/jobs", params),
         "push_many": ("POST", "/v1/jobs/batch", params),
@@ -99,6 +100,25 @@ def request_for(op: str, params: dict[str, Any]) -> tuple[str, str, Any]:
         "batch_open": ("POST", f"/v1/batches/{params.get('bid')}/open", {}),
         "batch_commit": ("POST", f"/v1/batches/{params.get('bid')}/commit", {}),
         "batch_status": ("GET", f"/v1/batches/{params.get('bid')}", None),
+        "jobs_list": ("GET", f"/v1/jobs?{urlencode(params)}", None),
+        "job_retry": ("POST", f"/v1/jobs/{jid}/retry", None),
+        "job_kill": ("POST", f"/v1/jobs/{jid}/kill", None),
+        "job_cancel": ("POST", f"/v1/jobs/{jid}/cancel", None),
+        "job_delete": ("DELETE", f"/v1/jobs/{jid}", None),
+        "jobs_retry": ("POST", "/v1/jobs/retry", params),
+        "jobs_kill": ("POST", "/v1/jobs/kill", params),
+        "jobs_cancel": ("POST", "/v1/jobs/cancel", params),
+        "jobs_delete": ("POST", "/v1/jobs/delete", params),
+        "queues_list": ("GET", "/v1/queues", None),
+        "queue_get": ("GET", f"/v1/queues/{queue}", None),
+        "queue_pause": ("POST", f"/v1/queues/{queue}/pause", None),
+        "queue_resume": ("POST", f"/v1/queues/{queue}/resume", None),
+        "queue_clear": ("DELETE", f"/v1/queues/{queue}/jobs", None),
+        "workers_list": ("GET", "/v1/workers", None),
+        "worker_quiet": ("POST", f"/v1/workers/{wid}/quiet", None),
+        "worker_terminate": ("POST", f"/v1/workers/{wid}/terminate", None),
+        "history": ("GET", f"/v1/history?{urlencode(params)}", None),
+        "batches_list": ("GET", f"/v1/batches?{urlencode(params)}", None),
     }
     return table[op]
 
@@ -116,7 +136,7 @@ def replay(http: httpx.Client, scenario: dict[str, Any]) -> None:
         params = substitute(step.get("params", {}), variables)
         expect = substitute(step["expect"], variables)
         method, path, body = request_for(step["op"], params)
-        response = http.request(method, path, json=body) if body is not None else http.get(path)
+        response = http.request(method, path, json=body)
         payload = json.loads(response.content) if response.content else None
         if "error" in expect:
             assert response.headers["content-type"] == "application/problem+json", where

@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import json
 import secrets
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ def as_json(value: Any) -> Any:
         return {f.name: as_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, datetime):  # the server writes UTC with a Z
         return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
     if isinstance(value, list):
         return [as_json(v) for v in value]
     if isinstance(value, dict):
@@ -65,6 +67,35 @@ def call(client: Any, op: str, params: dict[str, Any]) -> Any:
         return client.commit_batch(p["bid"])
     if op == "batch_status":
         return client.batch_status(p["bid"])
+    return admin_call(client, op, p)
+
+
+def admin_call(client: Any, op: str, p: dict[str, Any]) -> Any:
+    """The admin ops; an answer the SDK gives as a list, a count or a state is wrapped back
+    into its wire shape, as client/contract/README.md says."""
+    verb, _, noun = op.partition("_")
+    if op == "jobs_list":
+        return client.list_jobs(**p)
+    if verb == "job":
+        return getattr(client, f"{noun}_job")(p["jid"])
+    if verb == "jobs":
+        return getattr(client, f"{noun}_jobs")(**p)
+    if op == "queues_list":
+        return {"queues": client.list_queues()}
+    if op == "queue_get":
+        return client.queue(p["queue"])
+    if op == "queue_clear":
+        return {"queue": p["queue"], "deleted": client.clear_queue(p["queue"])}
+    if verb == "queue":
+        return getattr(client, f"{noun}_queue")(p["queue"])
+    if op == "workers_list":
+        return {"workers": client.list_workers(**p)}
+    if verb == "worker":
+        return {"wid": p["wid"], "state": getattr(client, f"{noun}_worker")(p["wid"])}
+    if op == "history":
+        return {"days": client.history(**p)}
+    if op == "batches_list":
+        return client.list_batches(**p)
     raise AssertionError(f"unknown op {op}")
 
 

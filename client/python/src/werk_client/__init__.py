@@ -12,6 +12,7 @@ def send_email(address): ...
 $ werk-worker --queues default --concurrency 20 myapp.jobs
 """
 
+from .admin import BatchPage, BulkResult, HistoryDay, JobPage, QueueDetail, WorkerInfo
 from .async_client import AsyncClient
 from .batch import AsyncBatch, Batch
 from .client import Client
@@ -73,7 +74,9 @@ __all__ = [
     "BatchCallback",
     "BatchClosed",
     "BatchNotFound",
+    "BatchPage",
     "BatchStatus",
+    "BulkResult",
     "Client",
     "Dependencies",
     "Dependency",
@@ -84,9 +87,11 @@ __all__ = [
     "Flow",
     "Forbidden",
     "Handler",
+    "HistoryDay",
     "Hook",
     "Job",
     "JobNotFound",
+    "JobPage",
     "JobRecord",
     "JobResult",
     "JobSpec",
@@ -98,6 +103,7 @@ __all__ = [
     "PayloadTooLarge",
     "PushJidsResult",
     "PushManyResult",
+    "QueueDetail",
     "QueueInfo",
     "Registry",
     "ResultTooLarge",
@@ -115,6 +121,7 @@ __all__ = [
     "WerkError",
     "Worker",
     "WorkerConfig",
+    "WorkerInfo",
     "WorkerState",
     "__version__",
     "new_jid",

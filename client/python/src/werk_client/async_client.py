@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from . import protocol
+from . import admin, protocol
+from .admin import BatchPage, BulkResult, HistoryDay, JobPage, QueueDetail, WorkerInfo
 from .batch import AsyncBatch
 from .errors import Unavailable, error_from_response
 from .flow import Flow
@@ -27,6 +28,7 @@ from .models import (
     Needs,
     PushJidsResult,
     PushManyResult,
+    QueueInfo,
     ServerInfo,
     Unique,
     WorkerState,
@@ -249,6 +251,108 @@ class AsyncClient:
 
     async def info(self) -> ServerInfo:
         return protocol.parse_info(await self._send(protocol.info_call()))
+
+    # -- admin -----------------------------------------------------------------------------
+
+    async def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        jobtype: str | None = None,
+        q: str | None = None,
+        failed: bool | None = None,
+        order: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> JobPage:
+        """A page of the jobs matching every filter given (``q``: words of their args, custom,
+        errtype or message), ``order`` ``"newest"`` (default) or ``"oldest"`` first; pass the
+        page's ``next_cursor`` as ``cursor`` for the next one."""
+        filters = {"state": state, "queue": queue, "jobtype": jobtype, "q": q, "failed": failed,
+                   "order": order, "cursor": cursor, "limit": limit}  # fmt: skip
+        return admin.parse_job_page(await self._send(admin.list_jobs_call(filters)))
+
+    async def retry_job(self, jid: str) -> JobRecord:
+        """Run a dead, expired, skipped or scheduled job now; ``WerkError`` with code
+        ``job_state_conflict`` for a job in another state."""
+        return protocol.parse_job(await self._send(admin.job_action_call(jid, "retry")))
+
+    async def kill_job(self, jid: str) -> JobRecord:
+        """Move a scheduled, available, waiting or active job to dead (an active one's worker
+        loses its lease)."""
+        return protocol.parse_job(await self._send(admin.job_action_call(jid, "kill")))
+
+    async def cancel_job(self, jid: str) -> JobRecord:
+        """Cancel a scheduled, available, waiting or active job: it will not run (again)."""
+        return protocol.parse_job(await self._send(admin.job_action_call(jid, "cancel")))
+
+    async def delete_job(self, jid: str) -> None:
+        """Delete the job, in any state; ``JobNotFound`` when none is stored."""
+        await self._send(admin.delete_job_call(jid))
+
+    async def retry_jobs(self, **filters: Any) -> BulkResult:
+        """``retry_job`` on every job matching ``state``, ``queue``, ``jobtype``, ``q`` and
+        ``failed``, at most ``limit``."""
+        return admin.parse_bulk(await self._send(admin.bulk_call("retry", filters)))
+
+    async def kill_jobs(self, **filters: Any) -> BulkResult:
+        """``kill_job`` on every matching job (filters as ``retry_jobs``)."""
+        return admin.parse_bulk(await self._send(admin.bulk_call("kill", filters)))
+
+    async def cancel_jobs(self, **filters: Any) -> BulkResult:
+        """``cancel_job`` on every matching job (filters as ``retry_jobs``)."""
+        return admin.parse_bulk(await self._send(admin.bulk_call("cancel", filters)))
+
+    async def delete_jobs(self, **filters: Any) -> BulkResult:
+        """Delete every matching job (filters as ``retry_jobs``)."""
+        return admin.parse_bulk(await self._send(admin.bulk_call("delete", filters)))
+
+    async def list_queues(self) -> list[QueueInfo]:
+        return admin.parse_queues(await self._send(admin.queues_call()))
+
+    async def queue(self, name: str) -> QueueDetail:
+        return admin.parse_queue(await self._send(admin.queue_call(name)))
+
+    async def pause_queue(self, name: str) -> QueueDetail:
+        """Stop handing out the queue's jobs; pushes are still accepted."""
+        return admin.parse_queue(await self._send(admin.pause_call(name, True)))
+
+    async def resume_queue(self, name: str) -> QueueDetail:
+        return admin.parse_queue(await self._send(admin.pause_call(name, False)))
+
+    async def clear_queue(self, name: str) -> int:
+        """Delete the queue's available jobs; how many were deleted."""
+        return admin.parse_cleared(await self._send(admin.clear_call(name)))
+
+    async def list_workers(self, *, include_gone: bool = False) -> list[WorkerInfo]:
+        return admin.parse_workers(await self._send(admin.workers_call(include_gone)))
+
+    async def quiet_worker(self, wid: str) -> WorkerState:
+        """Ask the worker to stop fetching (on its next beat); its state."""
+        return admin.parse_signalled(await self._send(admin.signal_call("quiet", wid)))
+
+    async def terminate_worker(self, wid: str) -> WorkerState:
+        """Ask the worker to shut down (on its next beat); its state."""
+        return admin.parse_signalled(await self._send(admin.signal_call("terminate", wid)))
+
+    async def quiet_workers(self) -> int:
+        """``quiet_worker`` for every live worker; how many were asked."""
+        return admin.parse_changed(await self._send(admin.signal_call("quiet", None)))
+
+    async def terminate_workers(self) -> int:
+        """``terminate_worker`` for every live worker; how many were asked."""
+        return admin.parse_changed(await self._send(admin.signal_call("terminate", None)))
+
+    async def history(self, *, days: int = 30, queue: str | None = None) -> list[HistoryDay]:
+        """Jobs processed, failed and pushed per UTC day, oldest first (one queue, or all)."""
+        return admin.parse_history(await self._send(admin.history_call(days, queue)))
+
+    async def list_batches(
+        self, *, cursor: str | None = None, limit: int | None = None, unfinished: bool = False
+    ) -> BatchPage:
+        """A page of the batches, newest first; pass the page's ``next`` as ``cursor``."""
+        return admin.parse_batches(await self._send(admin.batches_call(cursor, limit, unfinished)))
 
     # -- worker side -----------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from . import protocol
+from . import admin, protocol
+from .admin import BatchPage, BulkResult, HistoryDay, JobPage, QueueDetail, WorkerInfo
 from .batch import Batch
 from .errors import Unavailable, error_from_response
 from .flow import Flow
@@ -27,6 +28,7 @@ from .models import (
     Needs,
     PushJidsResult,
     PushManyResult,
+    QueueInfo,
     ServerInfo,
     Unique,
     WorkerState,
@@ -239,6 +241,108 @@ class Client:
 
     def info(self) -> ServerInfo:
         return protocol.parse_info(self._send(protocol.info_call()))
+
+    # -- admin -----------------------------------------------------------------------------
+
+    def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        jobtype: str | None = None,
+        q: str | None = None,
+        failed: bool | None = None,
+        order: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> JobPage:
+        """A page of the jobs matching every filter given (``q``: words of their args, custom,
+        errtype or message), ``order`` ``"newest"`` (default) or ``"oldest"`` first; pass the
+        page's ``next_cursor`` as ``cursor`` for the next one."""
+        filters = {"state": state, "queue": queue, "jobtype": jobtype, "q": q, "failed": failed,
+                   "order": order, "cursor": cursor, "limit": limit}  # fmt: skip
+        return admin.parse_job_page(self._send(admin.list_jobs_call(filters)))
+
+    def retry_job(self, jid: str) -> JobRecord:
+        """Run a dead, expired, skipped or scheduled job now; ``WerkError`` with code
+        ``job_state_conflict`` for a job in another state."""
+        return protocol.parse_job(self._send(admin.job_action_call(jid, "retry")))
+
+    def kill_job(self, jid: str) -> JobRecord:
+        """Move a scheduled, available, waiting or active job to dead (an active one's worker
+        loses its lease)."""
+        return protocol.parse_job(self._send(admin.job_action_call(jid, "kill")))
+
+    def cancel_job(self, jid: str) -> JobRecord:
+        """Cancel a scheduled, available, waiting or active job: it will not run (again)."""
+        return protocol.parse_job(self._send(admin.job_action_call(jid, "cancel")))
+
+    def delete_job(self, jid: str) -> None:
+        """Delete the job, in any state; ``JobNotFound`` when none is stored."""
+        self._send(admin.delete_job_call(jid))
+
+    def retry_jobs(self, **filters: Any) -> BulkResult:
+        """``retry_job`` on every job matching ``state``, ``queue``, ``jobtype``, ``q`` and
+        ``failed``, at most ``limit``."""
+        return admin.parse_bulk(self._send(admin.bulk_call("retry", filters)))
+
+    def kill_jobs(self, **filters: Any) -> BulkResult:
+        """``kill_job`` on every matching job (filters as ``retry_jobs``)."""
+        return admin.parse_bulk(self._send(admin.bulk_call("kill", filters)))
+
+    def cancel_jobs(self, **filters: Any) -> BulkResult:
+        """``cancel_job`` on every matching job (filters as ``retry_jobs``)."""
+        return admin.parse_bulk(self._send(admin.bulk_call("cancel", filters)))
+
+    def delete_jobs(self, **filters: Any) -> BulkResult:
+        """Delete every matching job (filters as ``retry_jobs``)."""
+        return admin.parse_bulk(self._send(admin.bulk_call("delete", filters)))
+
+    def list_queues(self) -> list[QueueInfo]:
+        return admin.parse_queues(self._send(admin.queues_call()))
+
+    def queue(self, name: str) -> QueueDetail:
+        return admin.parse_queue(self._send(admin.queue_call(name)))
+
+    def pause_queue(self, name: str) -> QueueDetail:
+        """Stop handing out the queue's jobs; pushes are still accepted."""
+        return admin.parse_queue(self._send(admin.pause_call(name, True)))
+
+    def resume_queue(self, name: str) -> QueueDetail:
+        return admin.parse_queue(self._send(admin.pause_call(name, False)))
+
+    def clear_queue(self, name: str) -> int:
+        """Delete the queue's available jobs; how many were deleted."""
+        return admin.parse_cleared(self._send(admin.clear_call(name)))
+
+    def list_workers(self, *, include_gone: bool = False) -> list[WorkerInfo]:
+        return admin.parse_workers(self._send(admin.workers_call(include_gone)))
+
+    def quiet_worker(self, wid: str) -> WorkerState:
+        """Ask the worker to stop fetching (on its next beat); its state."""
+        return admin.parse_signalled(self._send(admin.signal_call("quiet", wid)))
+
+    def terminate_worker(self, wid: str) -> WorkerState:
+        """Ask the worker to shut down (on its next beat); its state."""
+        return admin.parse_signalled(self._send(admin.signal_call("terminate", wid)))
+
+    def quiet_workers(self) -> int:
+        """``quiet_worker`` for every live worker; how many were asked."""
+        return admin.parse_changed(self._send(admin.signal_call("quiet", None)))
+
+    def terminate_workers(self) -> int:
+        """``terminate_worker`` for every live worker; how many were asked."""
+        return admin.parse_changed(self._send(admin.signal_call("terminate", None)))
+
+    def history(self, *, days: int = 30, queue: str | None = None) -> list[HistoryDay]:
+        """Jobs processed, failed and pushed per UTC day, oldest first (one queue, or all)."""
+        return admin.parse_history(self._send(admin.history_call(days, queue)))
+
+    def list_batches(
+        self, *, cursor: str | None = None, limit: int | None = None, unfinished: bool = False
+    ) -> BatchPage:
+        """A page of the batches, newest first; pass the page's ``next`` as ``cursor``."""
+        return admin.parse_batches(self._send(admin.batches_call(cursor, limit, unfinished)))
 
     # -- worker side -----------------------------------------------------------------------
 
