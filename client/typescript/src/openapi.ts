@@ -982,7 +982,10 @@ export interface components {
              * @default []
              */
             args?: unknown[] | null;
-            /** @default 0 */
+            /**
+             * @description Lines of a failure's backtrace to keep: Werk's workers send at most this many (0: the worker's own limit).
+             * @default 0
+             */
             backtrace?: number | null;
             /** @description Any JSON that PostgreSQL's jsonb keeps exactly: text without NUL (\u0000), finite numbers within the range of 64-bit integers, nested at most 64 levels; numbers below 1e-4, which PostgreSQL writes out in full, add at most 65536 zeros. */
             custom?: {
@@ -1424,7 +1427,10 @@ export interface components {
              * @default null
              */
             at?: string | null;
-            /** @default 0 */
+            /**
+             * @description Lines of a failure's backtrace to keep: Werk's workers send at most this many (0: the worker's own limit).
+             * @default 0
+             */
             backtrace?: number | null;
             /**
              * @description The bid of an open batch the job joins (`POST /v1/batches`); a batch not found is refused (404 `batch_not_found`), a committed one too (409 `batch_committed`).

@@ -374,7 +374,13 @@ class CallbackJob(Body, kw_only=True):
         Nullable[Retry],
         _about("Retries before dead; 0 discards on failure, -1 is dead on the first failure."),
     ] = rules.RETRY_DEFAULT
-    backtrace: Nullable[Backtrace] = 0
+    backtrace: Annotated[
+        Nullable[Backtrace],
+        _about(
+            "Lines of a failure's backtrace to keep: Werk's workers send at most this many "
+            "(0: the worker's own limit)."
+        ),
+    ] = 0
     custom: Annotated[Nullable[JsonObject], _about(JSON_LIMITS)] = msgspec.field(
         default_factory=dict
     )
