@@ -222,7 +222,7 @@ _WORKER_NOT_FOUND: dict[int | str, dict[str, Any]] = {
 
 
 @router.post(
-    "/workers/{wid}/quiet",
+    "/workers/{wid:path}/quiet",
     operation_id="admin-workers-quiet",
     response_model=s.WorkerSignalled,
     responses=_WORKER_NOT_FOUND,
@@ -234,7 +234,7 @@ async def quiet_worker(services: ServicesDep, wid: WidPath) -> Response:
 
 
 @router.post(
-    "/workers/{wid}/terminate",
+    "/workers/{wid:path}/terminate",
     operation_id="admin-workers-terminate",
     response_model=s.WorkerSignalled,
     responses=_WORKER_NOT_FOUND,

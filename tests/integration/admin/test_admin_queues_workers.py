@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote
+
+import pytest
 
 from tests.conftest import InProcess
 from tests.integration.admin.support import fetch_one, push
@@ -91,6 +94,15 @@ async def test_quiet_then_terminate_one(api: InProcess) -> None:
     r = await api.http.post("/v1/workers/nobody/quiet")
     assert r.status_code == 404
     assert r.json()["code"] == "worker_not_found"
+
+
+@pytest.mark.parametrize("wid", ["host/1234", "a/quiet", "quiet", "sp ace+%?#é"])
+async def test_any_wid_a_beat_takes_can_be_signalled(api: InProcess, wid: str) -> None:
+    await beat(api, wid)
+    for signal in ("quiet", "terminate"):
+        r = await api.http.post(f"/v1/workers/{quote(wid, safe='')}/{signal}")
+        assert r.json() == {"wid": wid, "state": signal}, r.text
+    assert await beat(api, wid) == "terminate"
 
 
 async def test_quiet_and_terminate_all(api: InProcess) -> None:
