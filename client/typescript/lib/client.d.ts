@@ -1,4 +1,4 @@
-import type { AckItem, AckManyResult, BatchNew, BatchStatus, Beat, ExtendOptions, ExtendResult, FailReport, FailResult, FetchRequest, FetchedJob, Info, Job, JobPush, JobResult, PushedJob, PushJidsResult, PushManyResult, WorkerState } from "./types.js";
+import type { AckItem, AckManyResult, BatchListOptions, BatchNew, BatchPage, BatchStatus, Beat, BulkResult, ExtendOptions, ExtendResult, FailReport, FailResult, FetchRequest, FetchedJob, HistoryDay, HistoryOptions, Info, Job, JobFilter, JobListFilter, JobPage, JobPush, JobResult, PushedJob, PushJidsResult, PushManyResult, QueueDetail, WorkerInfo, WorkerState } from "./types.js";
 export declare const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
 export declare const MAX_BATCH = 1000;
@@ -91,6 +91,65 @@ export declare class Client {
         signal?: AbortSignal;
     }): Promise<JobResult>;
     info(): Promise<Info>;
+    /**
+     * A page of the jobs matching every filter given (`q`: words of their args, custom values,
+     * errtype or message), `order` `"newest"` (default) or `"oldest"` first; pass the page's
+     * `next_cursor` as `cursor` for the next one (null: this is the last page).
+     */
+    listJobs(filter?: JobListFilter): Promise<JobPage>;
+    /**
+     * Run a dead, expired, skipped or scheduled job now; resolves with the job as stored. Rejects
+     * with a `WerkError` coded `job_state_conflict` (409) for a job in another state.
+     */
+    retryJob(jid: string): Promise<Job>;
+    /** Move a scheduled, available, waiting or active job to dead (an active one's worker loses its lease). */
+    killJob(jid: string): Promise<Job>;
+    /** Cancel a scheduled, available, waiting or active job: it will not run (again). */
+    cancelJob(jid: string): Promise<Job>;
+    /** Delete the job, in any state; rejects with `JobNotFound` when none is stored. */
+    deleteJob(jid: string): Promise<void>;
+    /**
+     * `retryJob` on every job matching `state`, `queue`, `jobtype`, `q` and `failed`, at most
+     * `limit` (the server's default 1,000); `more` says jobs beyond it still match.
+     */
+    retryJobs(filter?: JobFilter): Promise<BulkResult>;
+    /** `killJob` on every matching job (filter as `retryJobs`). */
+    killJobs(filter?: JobFilter): Promise<BulkResult>;
+    /** `cancelJob` on every matching job (filter as `retryJobs`). */
+    cancelJobs(filter?: JobFilter): Promise<BulkResult>;
+    /** Delete every matching job (filter as `retryJobs`). */
+    deleteJobs(filter?: JobFilter): Promise<BulkResult>;
+    /** The queues: jobs available (`size`), the oldest one's wait, whether each is paused. */
+    listQueues(): Promise<QueueDetail[]>;
+    /** The queue, with its jobs counted per state. */
+    queue(name: string): Promise<QueueDetail>;
+    /** Stop handing out the queue's jobs; pushes are still accepted. */
+    pauseQueue(name: string): Promise<QueueDetail>;
+    resumeQueue(name: string): Promise<QueueDetail>;
+    /** Delete the queue's available jobs; resolves with how many were deleted. */
+    clearQueue(name: string): Promise<number>;
+    /** The live worker processes (with `includeGone`, also those that stopped beating). */
+    listWorkers(options?: {
+        includeGone?: boolean;
+    }): Promise<WorkerInfo[]>;
+    /**
+     * Ask the worker to stop fetching (it hears it at its next beat); resolves with its state.
+     * Rejects with a `WerkError` coded `worker_not_found` (404) for a wid not live.
+     */
+    quietWorker(wid: string): Promise<WorkerState>;
+    /** Ask the worker to shut down (at its next beat); resolves with its state. */
+    terminateWorker(wid: string): Promise<WorkerState>;
+    /** `quietWorker` for every live worker; resolves with how many were asked. */
+    quietWorkers(): Promise<number>;
+    /** `terminateWorker` for every live worker; resolves with how many were asked. */
+    terminateWorkers(): Promise<number>;
+    /** Jobs processed, failed and pushed per UTC day, oldest first: the last `days` (server default 30), one queue's or all. */
+    history(options?: HistoryOptions): Promise<HistoryDay[]>;
+    /** A page of the batches, newest first (`unfinished`: only those not finished); pass the page's `next` as `cursor`. */
+    listBatches(options?: BatchListOptions): Promise<BatchPage>;
+    private jobAction;
+    private bulk;
+    private signal;
     /** Lease up to `count` jobs from `queues` (in order), long-polling up to `wait` seconds. */
     fetch(request: FetchRequest, signal?: AbortSignal): Promise<FetchedJob[]>;
     /**

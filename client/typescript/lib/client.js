@@ -229,6 +229,121 @@ export class Client {
     async info() {
         return (await this.send({ method: "GET", path: "/v1/info" }));
     }
+    // -- admin ---------------------------------------------------------------------------------
+    // Acting on jobs changes them, so those requests are not repeated after a lost answer: a second
+    // cancel or delete would answer job_state_conflict or job_not_found for the job the first one
+    // changed, and a second bulk action would also act on jobs that came to match meanwhile.
+    // Pausing, resuming and signalling workers done twice are the same as once, and are repeated.
+    /**
+     * A page of the jobs matching every filter given (`q`: words of their args, custom values,
+     * errtype or message), `order` `"newest"` (default) or `"oldest"` first; pass the page's
+     * `next_cursor` as `cursor` for the next one (null: this is the last page).
+     */
+    async listJobs(filter = {}) {
+        return (await this.send({ method: "GET", path: withQuery("/v1/jobs", filter) }));
+    }
+    /**
+     * Run a dead, expired, skipped or scheduled job now; resolves with the job as stored. Rejects
+     * with a `WerkError` coded `job_state_conflict` (409) for a job in another state.
+     */
+    async retryJob(jid) {
+        return this.jobAction(jid, "retry");
+    }
+    /** Move a scheduled, available, waiting or active job to dead (an active one's worker loses its lease). */
+    async killJob(jid) {
+        return this.jobAction(jid, "kill");
+    }
+    /** Cancel a scheduled, available, waiting or active job: it will not run (again). */
+    async cancelJob(jid) {
+        return this.jobAction(jid, "cancel");
+    }
+    /** Delete the job, in any state; rejects with `JobNotFound` when none is stored. */
+    async deleteJob(jid) {
+        await this.send({ method: "DELETE", path: `/v1/jobs/${encodeURIComponent(jid)}`, repeatable: false });
+    }
+    /**
+     * `retryJob` on every job matching `state`, `queue`, `jobtype`, `q` and `failed`, at most
+     * `limit` (the server's default 1,000); `more` says jobs beyond it still match.
+     */
+    async retryJobs(filter = {}) {
+        return this.bulk("retry", filter);
+    }
+    /** `killJob` on every matching job (filter as `retryJobs`). */
+    async killJobs(filter = {}) {
+        return this.bulk("kill", filter);
+    }
+    /** `cancelJob` on every matching job (filter as `retryJobs`). */
+    async cancelJobs(filter = {}) {
+        return this.bulk("cancel", filter);
+    }
+    /** Delete every matching job (filter as `retryJobs`). */
+    async deleteJobs(filter = {}) {
+        return this.bulk("delete", filter);
+    }
+    /** The queues: jobs available (`size`), the oldest one's wait, whether each is paused. */
+    async listQueues() {
+        return (await this.send({ method: "GET", path: "/v1/queues" })).queues;
+    }
+    /** The queue, with its jobs counted per state. */
+    async queue(name) {
+        return (await this.send({ method: "GET", path: `/v1/queues/${encodeURIComponent(name)}` }));
+    }
+    /** Stop handing out the queue's jobs; pushes are still accepted. */
+    async pauseQueue(name) {
+        return (await this.send({ method: "POST", path: `/v1/queues/${encodeURIComponent(name)}/pause` }));
+    }
+    async resumeQueue(name) {
+        return (await this.send({ method: "POST", path: `/v1/queues/${encodeURIComponent(name)}/resume` }));
+    }
+    /** Delete the queue's available jobs; resolves with how many were deleted. */
+    async clearQueue(name) {
+        const path = `/v1/queues/${encodeURIComponent(name)}/jobs`;
+        return (await this.send({ method: "DELETE", path, repeatable: false })).deleted;
+    }
+    /** The live worker processes (with `includeGone`, also those that stopped beating). */
+    async listWorkers(options = {}) {
+        const path = options.includeGone ? "/v1/workers?include_gone=true" : "/v1/workers";
+        return (await this.send({ method: "GET", path })).workers;
+    }
+    /**
+     * Ask the worker to stop fetching (it hears it at its next beat); resolves with its state.
+     * Rejects with a `WerkError` coded `worker_not_found` (404) for a wid not live.
+     */
+    async quietWorker(wid) {
+        return this.signal(`/v1/workers/${encodeURIComponent(wid)}/quiet`);
+    }
+    /** Ask the worker to shut down (at its next beat); resolves with its state. */
+    async terminateWorker(wid) {
+        return this.signal(`/v1/workers/${encodeURIComponent(wid)}/terminate`);
+    }
+    /** `quietWorker` for every live worker; resolves with how many were asked. */
+    async quietWorkers() {
+        return (await this.send({ method: "POST", path: "/v1/workers/quiet" })).changed;
+    }
+    /** `terminateWorker` for every live worker; resolves with how many were asked. */
+    async terminateWorkers() {
+        return (await this.send({ method: "POST", path: "/v1/workers/terminate" })).changed;
+    }
+    /** Jobs processed, failed and pushed per UTC day, oldest first: the last `days` (server default 30), one queue's or all. */
+    async history(options = {}) {
+        const path = withQuery("/v1/history", options);
+        return (await this.send({ method: "GET", path })).days;
+    }
+    /** A page of the batches, newest first (`unfinished`: only those not finished); pass the page's `next` as `cursor`. */
+    async listBatches(options = {}) {
+        return (await this.send({ method: "GET", path: withQuery("/v1/batches", options) }));
+    }
+    async jobAction(jid, action) {
+        const path = `/v1/jobs/${encodeURIComponent(jid)}/${action}`;
+        return (await this.send({ method: "POST", path, repeatable: false }));
+    }
+    async bulk(action, filter) {
+        const call = { method: "POST", path: `/v1/jobs/${action}`, body: given(filter), repeatable: false };
+        return (await this.send(call));
+    }
+    async signal(path) {
+        return (await this.send({ method: "POST", path })).state;
+    }
     // -- worker side ---------------------------------------------------------------------------
     /** Lease up to `count` jobs from `queues` (in order), long-polling up to `wait` seconds. */
     async fetch(request, signal) {
@@ -327,6 +442,18 @@ function withJid(job) {
     // Object.assign, not a spread: V8 takes a slow path for a spread copy with a property added
     // after it, and this runs once per job of a batch.
     return job.jid ? job : Object.assign({}, job, { jid: newJid() });
+}
+/** The entries given (neither undefined nor null): a request names only the filters set. */
+function given(params) {
+    return Object.fromEntries(Object.entries(params).filter(([, value]) => value !== undefined && value !== null));
+}
+/** `path` with the parameters given as its query (booleans as `true`/`false`). */
+function withQuery(path, params) {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(given(params)))
+        query.append(name, String(value));
+    const text = query.toString();
+    return text ? `${path}?${text}` : path;
 }
 /** The request failed before a connection existed, so the server saw nothing of it. */
 function neverSent(error) {

@@ -1,5 +1,6 @@
-import type { components } from "./openapi.js";
+import type { components, operations } from "./openapi.js";
 type Schemas = components["schemas"];
+type Query<Op extends keyof operations> = NonNullable<operations[Op]["parameters"]["query"]>;
 /** A job as the server shows it (never with its lease: that is its holder's secret). */
 export type Job = Schemas["Job"];
 /** A job as a fetch hands it over, with the lease that acks, fails and extends this attempt. */
@@ -42,6 +43,26 @@ export type BatchNew = Schemas["BatchNew"];
 /** How a batch stands: its counts, state, callbacks (jid and state), parent and children. */
 export type BatchStatus = Schemas["Batch"];
 export type FieldError = Schemas["ProblemFieldError"];
+/** Which jobs `Client.listJobs` lists: every filter given must match; `order`, `cursor`, `limit` page them. */
+export type JobListFilter = Query<"admin-jobs-list">;
+/** A page of jobs; `next_cursor` (null: the last page) asks for the next. */
+export type JobPage = Schemas["JobPage"];
+/** Which jobs a bulk action (`retryJobs`, `killJobs`, `cancelJobs`, `deleteJobs`) covers, and how many at most (`limit`). */
+export type JobFilter = Schemas["BulkAction"];
+/** What a bulk action did: `changed` jobs; `more`: it stopped at `limit` and jobs still match. */
+export type BulkResult = Schemas["BulkResult"];
+/** A queue: jobs available (`size`), the oldest one's wait, paused or not, and its jobs counted per state (`counts`; states with none are absent). */
+export type QueueDetail = Schemas["QueueDetail"];
+/** A worker process as its beats describe it: `state` is what the server asks of it, `reported_state` what it said. */
+export type WorkerInfo = Schemas["Worker"];
+/** What `Client.history` covers: the last `days` (server default 30), of one `queue` or all. */
+export type HistoryOptions = Query<"admin-history">;
+/** Jobs processed, failed and pushed on one UTC day (`day`: YYYY-MM-DD). */
+export type HistoryDay = Schemas["HistoryDay"];
+/** Which batches `Client.listBatches` lists (`unfinished`: only those not finished), and the page. */
+export type BatchListOptions = Query<"admin-batches-list">;
+/** A page of batches; `next` (null: the last page) asks for the next. */
+export type BatchPage = Schemas["BatchPage"];
 export interface FetchRequest {
     /** Queues to take jobs from, tried in this order. */
     queues: string[];

@@ -5,22 +5,32 @@ import { type Answer, Pool, TimedOut } from "./transport.js";
 import type {
   AckItem,
   AckManyResult,
+  BatchListOptions,
   BatchNew,
+  BatchPage,
   BatchStatus,
   Beat,
+  BulkResult,
   ExtendOptions,
   ExtendResult,
   FailReport,
   FailResult,
   FetchRequest,
   FetchedJob,
+  HistoryDay,
+  HistoryOptions,
   Info,
   Job,
+  JobFilter,
+  JobListFilter,
+  JobPage,
   JobPush,
   JobResult,
   PushedJob,
   PushJidsResult,
   PushManyResult,
+  QueueDetail,
+  WorkerInfo,
   WorkerState,
 } from "./types.js";
 import { checkTimeout, customTimeout } from "./timeouts.js";
@@ -48,7 +58,7 @@ export interface ClientOptions {
 }
 
 interface Call {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "DELETE";
   path: string;
   body?: unknown;
   /** Extra time the server may legitimately take (long polls). */
@@ -300,6 +310,146 @@ export class Client {
     return (await this.send({ method: "GET", path: "/v1/info" })) as Info;
   }
 
+  // -- admin ---------------------------------------------------------------------------------
+  // Acting on jobs changes them, so those requests are not repeated after a lost answer: a second
+  // cancel or delete would answer job_state_conflict or job_not_found for the job the first one
+  // changed, and a second bulk action would also act on jobs that came to match meanwhile.
+  // Pausing, resuming and signalling workers done twice are the same as once, and are repeated.
+
+  /**
+   * A page of the jobs matching every filter given (`q`: words of their args, custom values,
+   * errtype or message), `order` `"newest"` (default) or `"oldest"` first; pass the page's
+   * `next_cursor` as `cursor` for the next one (null: this is the last page).
+   */
+  async listJobs(filter: JobListFilter = {}): Promise<JobPage> {
+    return (await this.send({ method: "GET", path: withQuery("/v1/jobs", filter) })) as JobPage;
+  }
+
+  /**
+   * Run a dead, expired, skipped or scheduled job now; resolves with the job as stored. Rejects
+   * with a `WerkError` coded `job_state_conflict` (409) for a job in another state.
+   */
+  async retryJob(jid: string): Promise<Job> {
+    return this.jobAction(jid, "retry");
+  }
+
+  /** Move a scheduled, available, waiting or active job to dead (an active one's worker loses its lease). */
+  async killJob(jid: string): Promise<Job> {
+    return this.jobAction(jid, "kill");
+  }
+
+  /** Cancel a scheduled, available, waiting or active job: it will not run (again). */
+  async cancelJob(jid: string): Promise<Job> {
+    return this.jobAction(jid, "cancel");
+  }
+
+  /** Delete the job, in any state; rejects with `JobNotFound` when none is stored. */
+  async deleteJob(jid: string): Promise<void> {
+    await this.send({ method: "DELETE", path: `/v1/jobs/${encodeURIComponent(jid)}`, repeatable: false });
+  }
+
+  /**
+   * `retryJob` on every job matching `state`, `queue`, `jobtype`, `q` and `failed`, at most
+   * `limit` (the server's default 1,000); `more` says jobs beyond it still match.
+   */
+  async retryJobs(filter: JobFilter = {}): Promise<BulkResult> {
+    return this.bulk("retry", filter);
+  }
+
+  /** `killJob` on every matching job (filter as `retryJobs`). */
+  async killJobs(filter: JobFilter = {}): Promise<BulkResult> {
+    return this.bulk("kill", filter);
+  }
+
+  /** `cancelJob` on every matching job (filter as `retryJobs`). */
+  async cancelJobs(filter: JobFilter = {}): Promise<BulkResult> {
+    return this.bulk("cancel", filter);
+  }
+
+  /** Delete every matching job (filter as `retryJobs`). */
+  async deleteJobs(filter: JobFilter = {}): Promise<BulkResult> {
+    return this.bulk("delete", filter);
+  }
+
+  /** The queues: jobs available (`size`), the oldest one's wait, whether each is paused. */
+  async listQueues(): Promise<QueueDetail[]> {
+    return ((await this.send({ method: "GET", path: "/v1/queues" })) as { queues: QueueDetail[] }).queues;
+  }
+
+  /** The queue, with its jobs counted per state. */
+  async queue(name: string): Promise<QueueDetail> {
+    return (await this.send({ method: "GET", path: `/v1/queues/${encodeURIComponent(name)}` })) as QueueDetail;
+  }
+
+  /** Stop handing out the queue's jobs; pushes are still accepted. */
+  async pauseQueue(name: string): Promise<QueueDetail> {
+    return (await this.send({ method: "POST", path: `/v1/queues/${encodeURIComponent(name)}/pause` })) as QueueDetail;
+  }
+
+  async resumeQueue(name: string): Promise<QueueDetail> {
+    return (await this.send({ method: "POST", path: `/v1/queues/${encodeURIComponent(name)}/resume` })) as QueueDetail;
+  }
+
+  /** Delete the queue's available jobs; resolves with how many were deleted. */
+  async clearQueue(name: string): Promise<number> {
+    const path = `/v1/queues/${encodeURIComponent(name)}/jobs`;
+    return ((await this.send({ method: "DELETE", path, repeatable: false })) as { deleted: number }).deleted;
+  }
+
+  /** The live worker processes (with `includeGone`, also those that stopped beating). */
+  async listWorkers(options: { includeGone?: boolean } = {}): Promise<WorkerInfo[]> {
+    const path = options.includeGone ? "/v1/workers?include_gone=true" : "/v1/workers";
+    return ((await this.send({ method: "GET", path })) as { workers: WorkerInfo[] }).workers;
+  }
+
+  /**
+   * Ask the worker to stop fetching (it hears it at its next beat); resolves with its state.
+   * Rejects with a `WerkError` coded `worker_not_found` (404) for a wid not live.
+   */
+  async quietWorker(wid: string): Promise<WorkerState> {
+    return this.signal(`/v1/workers/${encodeURIComponent(wid)}/quiet`);
+  }
+
+  /** Ask the worker to shut down (at its next beat); resolves with its state. */
+  async terminateWorker(wid: string): Promise<WorkerState> {
+    return this.signal(`/v1/workers/${encodeURIComponent(wid)}/terminate`);
+  }
+
+  /** `quietWorker` for every live worker; resolves with how many were asked. */
+  async quietWorkers(): Promise<number> {
+    return ((await this.send({ method: "POST", path: "/v1/workers/quiet" })) as { changed: number }).changed;
+  }
+
+  /** `terminateWorker` for every live worker; resolves with how many were asked. */
+  async terminateWorkers(): Promise<number> {
+    return ((await this.send({ method: "POST", path: "/v1/workers/terminate" })) as { changed: number }).changed;
+  }
+
+  /** Jobs processed, failed and pushed per UTC day, oldest first: the last `days` (server default 30), one queue's or all. */
+  async history(options: HistoryOptions = {}): Promise<HistoryDay[]> {
+    const path = withQuery("/v1/history", options);
+    return ((await this.send({ method: "GET", path })) as { days: HistoryDay[] }).days;
+  }
+
+  /** A page of the batches, newest first (`unfinished`: only those not finished); pass the page's `next` as `cursor`. */
+  async listBatches(options: BatchListOptions = {}): Promise<BatchPage> {
+    return (await this.send({ method: "GET", path: withQuery("/v1/batches", options) })) as BatchPage;
+  }
+
+  private async jobAction(jid: string, action: "retry" | "kill" | "cancel"): Promise<Job> {
+    const path = `/v1/jobs/${encodeURIComponent(jid)}/${action}`;
+    return (await this.send({ method: "POST", path, repeatable: false })) as Job;
+  }
+
+  private async bulk(action: BulkResult["action"], filter: JobFilter): Promise<BulkResult> {
+    const call: Call = { method: "POST", path: `/v1/jobs/${action}`, body: given(filter), repeatable: false };
+    return (await this.send(call)) as BulkResult;
+  }
+
+  private async signal(path: string): Promise<WorkerState> {
+    return ((await this.send({ method: "POST", path })) as { state: WorkerState }).state;
+  }
+
   // -- worker side ---------------------------------------------------------------------------
 
   /** Lease up to `count` jobs from `queues` (in order), long-polling up to `wait` seconds. */
@@ -402,6 +552,19 @@ function withJid(job: JobPush): JobPush {
   // Object.assign, not a spread: V8 takes a slow path for a spread copy with a property added
   // after it, and this runs once per job of a batch.
   return job.jid ? job : Object.assign({}, job, { jid: newJid() });
+}
+
+/** The entries given (neither undefined nor null): a request names only the filters set. */
+function given(params: object): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(params).filter(([, value]) => value !== undefined && value !== null));
+}
+
+/** `path` with the parameters given as its query (booleans as `true`/`false`). */
+function withQuery(path: string, params: object): string {
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(given(params))) query.append(name, String(value));
+  const text = query.toString();
+  return text ? `${path}?${text}` : path;
 }
 
 /** The request failed before a connection existed, so the server saw nothing of it. */

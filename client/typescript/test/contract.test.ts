@@ -81,6 +81,25 @@ async function perform(op: string, p: Params): Promise<unknown> {
     case "batch_open": return client.reopenBatch(p.bid);
     case "batch_commit": return client.commitBatch(p.bid);
     case "batch_status": return client.batchStatus(p.bid);
+    case "jobs_list": return client.listJobs(p);
+    case "job_retry": return client.retryJob(jid);
+    case "job_kill": return client.killJob(jid);
+    case "job_cancel": return client.cancelJob(jid);
+    case "job_delete": await client.deleteJob(jid); return null;
+    case "jobs_retry": return client.retryJobs(p);
+    case "jobs_kill": return client.killJobs(p);
+    case "jobs_cancel": return client.cancelJobs(p);
+    case "jobs_delete": return client.deleteJobs(p);
+    case "queues_list": return { queues: await client.listQueues() };
+    case "queue_get": return client.queue(p.queue);
+    case "queue_pause": return client.pauseQueue(p.queue);
+    case "queue_resume": return client.resumeQueue(p.queue);
+    case "queue_clear": return { queue: p.queue, deleted: await client.clearQueue(p.queue) };
+    case "workers_list": return { workers: await client.listWorkers({ includeGone: p.include_gone }) };
+    case "worker_quiet": return { wid: p.wid, state: await client.quietWorker(p.wid) };
+    case "worker_terminate": return { wid: p.wid, state: await client.terminateWorker(p.wid) };
+    case "history": return { days: await client.history({ days: p.days, queue: p.queue }) };
+    case "batches_list": return client.listBatches(p);
     default: throw new Error(`unknown op ${op}`);
   }
 }

@@ -18,10 +18,3 @@ export async function eventually(check: () => boolean | Promise<boolean>, timeou
   }
   throw new Error(`timed out waiting for ${what}`);
 }
-
-/** Admin calls the client does not wrap (the dashboard's API). */
-export async function admin(path: string): Promise<unknown> {
-  const response = await fetch(URL_ + path, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
-  if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
-  return response.json();
-}

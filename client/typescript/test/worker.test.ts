@@ -7,7 +7,7 @@ import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { Client, JobNotFound, LeaseLost, Worker } from "../src/index.js";
-import { URL_, admin, eventually, sleep, uniqueQueue } from "./helpers.js";
+import { URL_, eventually, sleep, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
 const quietErrors = { onError: (e: unknown) => console.error("worker error:", e), handleSignals: false, url: URL_ };
@@ -140,7 +140,7 @@ describe("Worker", () => {
     });
     const running = worker.run();
     await eventually(() => started, 10_000, "the job to start");
-    await admin(`/v1/jobs/${job.jid}/kill`);
+    await client.killJob(job.jid);
     await eventually(() => finished && worker.runningJids.length === 0, 15_000, "the handler to end");
     worker.stop();
     await running;
@@ -158,7 +158,7 @@ describe("Worker", () => {
     const running = worker.run();
     await eventually(async () => {
       try {
-        await admin(`/v1/workers/${worker.wid}/quiet`);
+        await client.quietWorker(worker.wid);
         return true;
       } catch {
         return false;
@@ -169,7 +169,7 @@ describe("Worker", () => {
     await client.push({ jobtype: "x", queue });
     await sleep(600);
     assert.equal(ran, 0, "a quiet worker fetches nothing");
-    await admin(`/v1/workers/${worker.wid}/terminate`);
+    await client.terminateWorker(worker.wid);
     await running; // resolves: terminate stops the worker
     assert.equal(worker.state, "terminate");
   });

@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 
 import msgspec
 
-from .models import BatchStatus, JobRecord, QueueInfo, WorkerState
+from .models import BatchStatus, JobRecord, WorkerState
 from .protocol import Call
 
 JobAction = Literal["retry", "kill", "cancel"]
@@ -86,7 +86,7 @@ class BatchPage:
 
 
 class _Queues(msgspec.Struct):
-    queues: list[QueueInfo]
+    queues: list[QueueDetail]
 
 
 class _Workers(msgspec.Struct):
@@ -174,7 +174,7 @@ def queues_call() -> Call:
     return Call("GET", "/v1/queues")
 
 
-def parse_queues(data: bytes) -> list[QueueInfo]:
+def parse_queues(data: bytes) -> list[QueueDetail]:
     return _decode_queues(data).queues
 
 

@@ -28,7 +28,6 @@ from .models import (
     Needs,
     PushJidsResult,
     PushManyResult,
-    QueueInfo,
     ServerInfo,
     Unique,
     WorkerState,
@@ -308,7 +307,7 @@ class AsyncClient:
         """Delete every matching job (filters as ``retry_jobs``)."""
         return admin.parse_bulk(await self._send(admin.bulk_call("delete", filters)))
 
-    async def list_queues(self) -> list[QueueInfo]:
+    async def list_queues(self) -> list[QueueDetail]:
         return admin.parse_queues(await self._send(admin.queues_call()))
 
     async def queue(self, name: str) -> QueueDetail:

@@ -28,7 +28,6 @@ from .models import (
     Needs,
     PushJidsResult,
     PushManyResult,
-    QueueInfo,
     ServerInfo,
     Unique,
     WorkerState,
@@ -298,7 +297,7 @@ class Client:
         """Delete every matching job (filters as ``retry_jobs``)."""
         return admin.parse_bulk(self._send(admin.bulk_call("delete", filters)))
 
-    def list_queues(self) -> list[QueueInfo]:
+    def list_queues(self) -> list[QueueDetail]:
         return admin.parse_queues(self._send(admin.queues_call()))
 
     def queue(self, name: str) -> QueueDetail:
