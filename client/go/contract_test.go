@@ -153,6 +153,8 @@ func perform(t *testing.T, c *Client, op string, p map[string]any) (any, error) 
 	ctx := context.Background()
 	jid, _ := p["jid"].(string)
 	lease, _ := p["lease"].(string)
+	queue, _ := p["queue"].(string)
+	wid, _ := p["wid"].(string)
 	switch op {
 	case "push":
 		var spec JobSpec
@@ -203,6 +205,56 @@ func perform(t *testing.T, c *Client, op string, p map[string]any) (any, error) 
 		return c.CommitBatch(ctx, p["bid"].(string))
 	case "batch_status":
 		return c.BatchStatus(ctx, p["bid"].(string))
+	case "jobs_list":
+		var filter JobFilter
+		decode(t, p, &filter)
+		return c.ListJobs(ctx, filter)
+	case "job_retry":
+		return c.RetryJob(ctx, jid)
+	case "job_kill":
+		return c.KillJob(ctx, jid)
+	case "job_cancel":
+		return c.CancelJob(ctx, jid)
+	case "job_delete":
+		return nil, c.DeleteJob(ctx, jid)
+	case "jobs_retry", "jobs_kill", "jobs_cancel", "jobs_delete":
+		var filter BulkFilter
+		decode(t, p, &filter)
+		bulk := map[string]func(context.Context, BulkFilter) (BulkResult, error){
+			"jobs_retry": c.RetryJobs, "jobs_kill": c.KillJobs, "jobs_cancel": c.CancelJobs, "jobs_delete": c.DeleteJobs,
+		}[op]
+		return bulk(ctx, filter)
+	case "queues_list":
+		queues, err := c.ListQueues(ctx)
+		return map[string]any{"queues": queues}, err
+	case "queue_get":
+		return c.Queue(ctx, queue)
+	case "queue_pause":
+		return c.PauseQueue(ctx, queue)
+	case "queue_resume":
+		return c.ResumeQueue(ctx, queue)
+	case "queue_clear":
+		deleted, err := c.ClearQueue(ctx, queue)
+		return map[string]any{"queue": queue, "deleted": deleted}, err
+	case "workers_list":
+		includeGone, _ := p["include_gone"].(bool)
+		workers, err := c.ListWorkers(ctx, includeGone)
+		return map[string]any{"workers": workers}, err
+	case "worker_quiet", "worker_terminate":
+		signal := c.QuietWorker
+		if op == "worker_terminate" {
+			signal = c.TerminateWorker
+		}
+		state, err := signal(ctx, wid)
+		return map[string]any{"wid": wid, "state": state}, err
+	case "history":
+		n, _ := p["days"].(float64)
+		days, err := c.History(ctx, int(n), queue)
+		return map[string]any{"days": days}, err
+	case "batches_list":
+		var filter BatchFilter
+		decode(t, p, &filter)
+		return c.ListBatches(ctx, filter)
 	}
 	t.Fatalf("unknown op %s", op)
 	return nil, nil

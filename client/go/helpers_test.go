@@ -17,7 +17,9 @@ func testClient(t *testing.T) *Client {
 	return NewClient(url)
 }
 
-func uniqueQueue(prefix string) string { return prefix + "-" + NewJID()[:10] }
+// uniqueQueue names a queue no other test uses: the whole jid, as its first digits are only the
+// time (tests a few milliseconds apart would share them).
+func uniqueQueue(prefix string) string { return prefix + "-" + NewJID() }
 
 func eventually(t *testing.T, timeout time.Duration, what string, check func() bool) {
 	t.Helper()
