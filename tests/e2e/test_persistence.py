@@ -215,3 +215,37 @@ async def farend(url: str) -> list[str]:
     finally:
         await reading.rollback()
         await conn.close()
+
+
+OLD_BATCH = """
+INSERT INTO werk_batches (bid, created_at, success_jid, death_jid)
+VALUES ('b-before-21', now(), 'cb-success-0001', 'cb-death-00001');
+INSERT INTO werk_jobs (jid, jobtype, queue, args, custom, state, run_at, created_at, waiting_for,
+                       dependents, dependencies)
+VALUES ('cb-success-0001', 'ok', 'callbacks', '[]', '{}', 'waiting', now(), now(), 1, true, true),
+       ('cb-death-00001', 'bad', 'callbacks', '[]', '{}', 'waiting', now(), now(), 1, true, true);
+INSERT INTO werk_job_deps (dep, jid, on_failure)
+VALUES ('b-before-21:success', 'cb-success-0001', 'skip'),
+       ('b-before-21:death', 'cb-death-00001', 'skip');
+"""
+
+
+async def test_the_callbacks_of_a_batch_opened_before_21_are_released_by_their_batch(
+    test_databases,
+):
+    """Migration 21 renames a batch's callback edges to names no jid can take: the callbacks of a
+    batch opened before it still wait on their batch, and its commit releases them."""
+    name = f"werk_edges_{id(test_databases) % 10000}"
+    try:
+        url = await database_before(test_databases, name, 21, OLD_BATCH)
+        await prepare_database(url)
+        edges = await sql(url, "SELECT dep FROM werk_job_deps ORDER BY dep")
+        assert [e["dep"] for e in edges] == ["b-before-21/death", "b-before-21/success"]
+        await sql(url, "SELECT werk_batch_move('b-before-21', 0, 0, true, false, now())")
+        states = await sql(url, "SELECT jid, state::text FROM werk_jobs ORDER BY jid")
+        assert [tuple(s) for s in states] == [
+            ("cb-death-00001", "skipped"),
+            ("cb-success-0001", "available"),
+        ]
+    finally:
+        await test_databases.drop(name)

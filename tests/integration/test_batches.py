@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from tests.support.helpers import sql
+from werk.domain.batches import MAX_DEPTH
 
 
 async def new_batch(api, status=201, **body):
@@ -367,3 +368,50 @@ async def test_a_death_three_levels_down_reaches_every_ancestor_once(api):
     got = await get_batch(api, top["bid"])
     assert (got["dead"], got["succeeded"], got["state"]) == (1, 0, "finished")
     assert (await get_batch(api, mid["bid"]))["dead"] == 1
+
+
+async def test_batches_nest_at_most_max_depth_and_the_deepest_member_settles(api):
+    parent = None
+    bids = []
+    for _ in range(MAX_DEPTH):
+        b = await new_batch(
+            api, **({"parent": parent} if parent else {}), **callbacks(complete="c")
+        )
+        parent = b["bid"]
+        bids.append(parent)
+    r = await api.http.post("/v1/batches", json={"parent": parent})
+    assert (r.status_code, r.json()["code"]) == (422, "invalid_request"), r.text
+    assert r.json()["errors"] == [{"loc": "parent", "message": f"at depth {MAX_DEPTH}"}]
+    assert (await get_batch(api, parent))["total"] == 0  # the refused child was not counted
+    await push_many(api, [{"jobtype": "leaf", "queue": "deep", "batch": parent}])
+    for bid in reversed(bids):
+        await commit(api, bid)
+    assert len(await run_all(api, queue="deep")) == 1
+    assert (await get_batch(api, bids[0]))["state"] == "finished"
+    assert len(await run_all(api, queue="callbacks")) == MAX_DEPTH
+
+
+@pytest.mark.parametrize("kind", ["success", "complete", "death"])
+async def test_no_job_can_settle_a_batchs_callback_edge(api, kind):
+    b = await new_batch(api, **callbacks(**{kind: "cb"}))
+    await push_many(api, [{"jobtype": "t", "batch": b["bid"]}])
+    await commit(api, b["bid"])
+    for forged in (f"{b['bid']}:{kind}", f"{b['bid']}/{kind}"):
+        body = {"jid": forged, "jobtype": "forged", "queue": "forged"}
+        r = await api.http.post("/v1/jobs", json=body)
+        if r.status_code == 201:  # the colon is a jid's; the slash is not
+            # A job depending on it marks it as depended on: its settling then settles every
+            # edge named by its jid.
+            r = await api.http.post(
+                "/v1/jobs", json={"jobtype": "x", "queue": "other", "depends_on": [forged]}
+            )
+            assert r.status_code == 201, r.text
+            (job,) = await fetch(api, queue="forged")
+            assert job["jid"] == forged
+            await die(api, job)  # settles, badly, whatever waits on its jid
+        else:
+            assert r.status_code == 422, r.text
+    got = await get_batch(api, b["bid"])
+    assert got[f"on_{kind}"]["state"] == "waiting" and got["pending"] == 1
+    r = await api.http.post("/v1/jobs", json={"jobtype": "x", "depends_on": [f"{b['bid']}/{kind}"]})
+    assert r.status_code == 422, r.text

@@ -880,7 +880,7 @@ export interface components {
              */
             on_success?: components["schemas"]["CallbackJob"] | null;
             /**
-             * @description An open batch this one is a member of: it settles in the parent when it finishes, and its first death is the parent's too.
+             * @description An open batch this one is a member of: it settles in the parent when it finishes, and its first death is the parent's too. Batches nest at most 64 deep (422 past that).
              * @default null
              */
             parent?: string | null;

@@ -27,7 +27,8 @@ class BatchNew(Body):
         Bid | None,
         msgspec.Meta(
             description="An open batch this one is a member of: it settles in the parent when "
-            "it finishes, and its first death is the parent's too."
+            "it finishes, and its first death is the parent's too. Batches nest at most "
+            f"{rules.MAX_DEPTH} deep (422 past that)."
         ),
     ] = None
     on_complete: Annotated[

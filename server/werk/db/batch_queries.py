@@ -29,6 +29,12 @@ async def new_batch(
     )  # fmt: skip
 
 
+async def batch_depth(db: Executor, bid: str, most: int) -> int | None:
+    """How deep the batch sits (1: no parent), counted up to ``most``; None: not found."""
+    depth: int | None = await db.fetchval(sql("batch_depth"), bid, most)
+    return depth
+
+
 async def join_batch(db: Executor, parent: str) -> str | None:
     """Count a new child batch in ``parent``; None: not found or committed."""
     bid: str | None = await db.fetchval(sql("batch_join"), parent)

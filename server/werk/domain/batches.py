@@ -8,8 +8,11 @@ from werk.domain.jids import new_jid
 # without completing (the first).
 CALLBACK_KINDS = ("complete", "success", "death")
 DESCRIPTION_MAX_LENGTH = 1000
-# A bid leaves room in a jid's length for the ":<kind>" its callbacks wait on.
+# A bid leaves room in a jid's length for the "/<kind>" its callbacks wait on.
 BID_MAX_LENGTH = 90
+# A member's settling climbs its batch's ancestors one nested call at a time, and PostgreSQL
+# refuses a climb some hundreds deep (its stack limit): the job could then never settle.
+MAX_DEPTH = 64
 
 
 def new_bid() -> str:

@@ -11,7 +11,7 @@ import asyncpg
 
 from werk.db import batch_queries
 from werk.db.queries import Executor
-from werk.domain.batches import CALLBACK_KINDS, new_bid
+from werk.domain.batches import CALLBACK_KINDS, MAX_DEPTH, new_bid
 from werk.domain.bodies import CallbackJob
 from werk.domain.clock import Clock
 from werk.domain.jids import new_jid
@@ -48,8 +48,15 @@ class BatchService:
         bid = new_bid()
         try:
             async with self._pool.acquire() as conn, conn.transaction():
-                if parent is not None and await batch_queries.join_batch(conn, parent) is None:
-                    raise await batch_closed(conn, parent)
+                if parent is not None:
+                    depth = await batch_queries.batch_depth(conn, parent, MAX_DEPTH)
+                    if depth is not None and depth >= MAX_DEPTH:
+                        raise InvalidRequest(
+                            f"batches nest at most {MAX_DEPTH} deep",
+                            errors=[{"loc": "parent", "message": f"at depth {depth}"}],
+                        )
+                    if await batch_queries.join_batch(conn, parent) is None:
+                        raise await batch_closed(conn, parent)
                 await batch_queries.new_batch(
                     conn, self._clock.now(), bid, description, parent, jobs
                 )

@@ -1,7 +1,7 @@
 -- Open a new batch: its row and its callback jobs, each stored waiting on the edge
--- "<bid>:<kind>" (kind complete, success or death), which the batch releases once, when that
--- condition is first met (werk_batch_move, 0014_batches.sql). A callback is marked as depended
--- on (dependents), so its ack keeps it completed for the batch's page until pruning.
+-- "<bid>/<kind>" (kind complete, success or death; no jid holds a slash), which the batch
+-- releases once, when that condition is first met (werk_batch_move, 0021). A callback is marked
+-- as depended on (dependents), so its ack keeps it completed for the batch's page until pruning.
 -- $1 now (NULL = database clock), $2 bid, $3 description, $4 parent bid (the caller counted
 -- the new batch in it, in this transaction), $5..$15 per callback its kind, jid, jobtype,
 -- queue, args, priority, reserve_for, retry, backtrace, custom and keep_result_for, $16 counter
@@ -38,7 +38,7 @@ jobs AS (
 ),
 edges AS (
     INSERT INTO werk_job_deps (dep, jid, on_failure)
-    SELECT $2 || ':' || k.kind, k.jid, 'skip'
+    SELECT $2 || '/' || k.kind, k.jid, 'skip'
     FROM callback k
 ),
 -- Callbacks are jobs pushed like any other: counted, so that pushed and processed agree.
