@@ -92,6 +92,22 @@ async def test_replace_updates_a_waiting_holder_args_and_at(api, database_url):
     assert taken["jid"] == first["jid"] and taken["args"] == [3]
 
 
+async def test_replace_gives_the_holder_the_push_s_expiry(api, database_url):
+    """An expiry counted from the holder's `at` would come before the new `at`: the job could
+    only expire. The holder takes the push's expiry, or none."""
+    spec = {"on_conflict": "replace", "key": "debounce-expiry"}
+    t1, t2 = (api.clock.now() + timedelta(days=d) for d in (1, 2))
+    first = (await push(api, spec, at=t1.isoformat(), expires_in=60)).json()
+    assert first["expires_at"] == (t1 + timedelta(seconds=60)).isoformat().replace("+00:00", "Z")
+    again = (await push(api, spec, at=t2.isoformat())).json()
+    assert again["jid"] == first["jid"] and again.get("expires_at") is None
+    again = (await push(api, spec, at=t2.isoformat(), expires_in=30)).json()
+    assert again["expires_at"] == (t2 + timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
+    assert (await api.http.get(f"/v1/jobs/{first['jid']}")).json()["expires_at"] == again[
+        "expires_at"
+    ]
+
+
 async def test_replace_never_touches_an_active_holder_a_new_job_waits(api, database_url):
     unique = {"on_conflict": "replace", "key": "debounce"}
     first = (await push(api, unique)).json()

@@ -198,6 +198,25 @@ async def test_an_existing_jid_is_answered_and_stored_once(database_url):
     assert await pushed_total(database_url) == 1
 
 
+async def test_replace_gives_the_holder_the_push_s_expiry_as_http_does(database_url):
+    conn = await asyncpg.connect(database_url)
+    try:
+        opts = {"unique": {"key": "sql-debounce", "on_conflict": "replace"}}
+        first = await conn.fetchval(
+            "SELECT werk.push('r', '[]', $1)",
+            json.dumps({**opts, "at": "2035-01-01T00:00:00Z", "expires_in": 60}),
+        )
+        moved = json.dumps({**opts, "at": "2036-01-01T00:00:00Z"})
+        assert await conn.fetchval("SELECT werk.push('r', '[]', $1)", moved) == first
+        assert await conn.fetchval("SELECT expires_at FROM werk_jobs") is None
+        moved = json.dumps({**opts, "at": "2036-01-01T00:00:00Z", "expires_in": 30})
+        assert await conn.fetchval("SELECT werk.push('r', '[]', $1)", moved) == first
+        expires = await conn.fetchval("SELECT expires_at FROM werk_jobs")
+        assert expires == datetime.fromisoformat("2036-01-01T00:00:30+00:00")
+    finally:
+        await conn.close()
+
+
 async def test_unique_holders_as_http_meets_them(api, database_url):
     holder = (await api.http.post("/v1/jobs", json={"jobtype": "r", "unique": {}})).json()
     conn = await asyncpg.connect(database_url)

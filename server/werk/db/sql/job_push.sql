@@ -144,8 +144,9 @@ ON CONFLICT (jid) DO NOTHING
 
 -- part holder: a key another job holds. The holder is returned (its jid names it in the
 -- answer), locked; with on_conflict replace, a holder still waiting takes the new job's args and
--- `at` (and its state, run_at, time bound and request with them); it keeps its place in the
--- queue if it stays available. Any other conflict writes the holder unchanged.
+-- `at` (and its state, run_at, time bound, expiry and request with them: an expiry counted from
+-- the old `at` could come before the new one); it keeps its place in the queue if it stays
+-- available. Any other conflict writes the holder unchanged.
 ON CONFLICT (unique_key)
     WHERE unique_key IS NOT NULL AND state IN ('scheduled', 'available', 'active')
 DO UPDATE SET
@@ -165,6 +166,8 @@ DO UPDATE SET
                THEN excluded.seq ELSE werk_jobs.seq END,
     unique_until = CASE WHEN werk_replaces(excluded.unique_spec, werk_jobs.state)
                         THEN excluded.unique_until ELSE werk_jobs.unique_until END,
+    expires_at = CASE WHEN werk_replaces(excluded.unique_spec, werk_jobs.state)
+                      THEN excluded.expires_at ELSE werk_jobs.expires_at END,
     unique_spec = CASE WHEN werk_replaces(excluded.unique_spec, werk_jobs.state)
                        THEN excluded.unique_spec ELSE werk_jobs.unique_spec END
 
