@@ -371,3 +371,40 @@ async def test_a_waiting_job_past_expires_at_expires_and_its_dependents_follow_t
     assert r.json()["failure"]["message"] == "dependency dep-exp-mid expired", r.text
     # The parent settling later changes nothing of the expired job.
     assert [j["jid"] for j in await fetch(api)] == ["dep-exp-parent", "dep-exp-i"]
+
+
+async def test_a_dependency_acked_while_a_push_names_it_is_found_kept(
+    werk_server_factory, database_url
+):
+    """One server acks a kept job while the other pushes a job depending on it: the push finds
+    the dependency, in whichever table the ack left it, and is never refused for it."""
+    servers = [werk_server_factory(), werk_server_factory()]
+    rounds = 400
+    async with httpx.AsyncClient(timeout=30) as http:
+        roots = [{"jobtype": "t", "queue": "roots", "keep_result_for": 600} for _ in range(rounds)]
+        r = await http.post(servers[0].url + "/v1/jobs/batch", json={"jobs": roots})
+        assert r.status_code == 201, r.text
+        fetched = []
+        while len(fetched) < rounds:
+            r = await http.post(
+                servers[0].url + "/v1/fetch",
+                json={"queues": ["roots"], "wid": "w1", "count": 100},
+            )
+            fetched += r.json()["jobs"]
+
+        async def race(job):
+            return await asyncio.gather(
+                http.post(
+                    servers[0].url + f"/v1/jobs/{job['jid']}/ack", json={"lease": job["lease"]}
+                ),
+                http.post(
+                    servers[1].url + "/v1/jobs",
+                    json={"jobtype": "c", "queue": "children", "depends_on": [job["jid"]]},
+                ),
+            )
+
+        answers = [a for pair in await asyncio.gather(*(race(j) for j in fetched)) for a in pair]
+    assert [a.text for a in answers if a.status_code not in (201, 204)] == []
+    assert await count(database_url, "SELECT count(*) FROM werk_jobs WHERE queue = 'children'") == (
+        rounds
+    )

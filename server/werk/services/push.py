@@ -164,9 +164,9 @@ class PushService:
                 errors=[{"loc": "jobs", "message": "unique with depends_on or batch"}],
             )
         edges = dependency_edges([(j.jid, s) for j, s in zip(jobs, specs, strict=True)])
-        for _ in range(UNIQUE_ATTEMPTS):
+        for attempt in range(UNIQUE_ATTEMPTS):
             try:
-                inserted, rows = await self._write_dependent(jobs, edges)
+                inserted, rows = await self._write_dependent(jobs, edges, attempt == 0)
             except _Raced:
                 continue
             break
@@ -181,10 +181,12 @@ class PushService:
         return results
 
     async def _write_dependent(
-        self, jobs: Sequence[NewJob], edges: Sequence[DependencyEdge]
+        self, jobs: Sequence[NewJob], edges: Sequence[DependencyEdge], first: bool
     ) -> tuple[set[str], dict[str, Row]]:
         """One transaction of ``_store_dependent``: the jids inserted, and every job as stored
-        after the push (read in it, so each is answered as the push left it)."""
+        after the push (read in it, so each is answered as the push left it). A dependency
+        missing from the first attempt is looked for again: an ack committed while the statement
+        ran may have moved it to the kept jobs, past the statement's snapshot of them."""
         async with self._pool.acquire() as conn, conn.transaction():
             try:
                 answer = await queries.push_dependent_jobs(conn, self._clock.now(), jobs, edges)
@@ -193,6 +195,8 @@ class PushService:
                     raise
                 raise _Raced from exc  # a jid kept completed meanwhile: written again, left out
             if answer["missing"]:
+                if first:
+                    raise _Raced
                 raise _not_found(jobs, edges, set(answer["missing"]))
             if len(answer["joined"]) < len(answer["batches"]):
                 closed = sorted(set(answer["batches"]) - set(answer["joined"]))
@@ -296,7 +300,8 @@ def _not_found(
 
 
 class _Raced(Exception):
-    """A push with dependencies met a jid inserted meanwhile: it is written again."""
+    """A push with dependencies met a jid inserted meanwhile, or missed a dependency moved
+    meanwhile: it is written again."""
 
 
 def _new_jobs(specs: Sequence[JobPush]) -> list[NewJob]:
