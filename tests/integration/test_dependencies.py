@@ -408,3 +408,15 @@ async def test_a_dependency_acked_while_a_push_names_it_is_found_kept(
     assert await count(database_url, "SELECT count(*) FROM werk_jobs WHERE queue = 'children'") == (
         rounds
     )
+
+
+async def test_a_unique_job_beside_dependent_ones_is_refused_at_its_own_item(api, database_url):
+    items = [
+        {"jobtype": "u", "unique": {"key": "beside"}},
+        {"jobtype": "x", "ref": "x"},
+        {"jobtype": "y", "depends_on": ["x"], "unique": {}},
+    ]
+    r = await api.http.post("/v1/jobs/batch", json={"jobs": items})
+    assert (r.status_code, r.json()["code"]) == (422, "invalid_request"), r.text
+    assert [e["loc"] for e in r.json()["errors"]] == ["jobs.0.unique", "jobs.2.unique"]
+    assert await count(database_url, "SELECT count(*) FROM werk_jobs") == 0

@@ -158,10 +158,14 @@ class PushService:
         the push, which then stores nothing, as does a batch not found or committed. A jid of
         this push that another push inserted between this statement's snapshot and its insert
         is not marked as a dependency: the push is written again, and sees that job."""
-        if any(j.unique for j in jobs):
+        if unique := [i for i, j in enumerate(jobs) if j.unique]:
             raise InvalidRequest(
-                "a job with depends_on or a batch cannot be unique",
-                errors=[{"loc": "jobs", "message": "unique with depends_on or batch"}],
+                "a unique job is pushed without depends_on or a batch, and in a request without "
+                "jobs that have them",
+                errors=[
+                    {"loc": f"jobs.{i}.unique", "message": "in a request with depends_on or batch"}
+                    for i in unique[:100]
+                ],
             )
         edges = dependency_edges([(j.jid, s) for j, s in zip(jobs, specs, strict=True)])
         for attempt in range(UNIQUE_ATTEMPTS):
