@@ -34,6 +34,7 @@ from werk.db.migrate import migrate
 from werk.db.pool import connect, create_pool
 from werk.domain.clock import Clock, DatabaseClock
 from werk.faktory.server import FaktoryServer
+from werk.http.head import HeadAsGet
 from werk.http.proxies import TrustedProxies
 from werk.services.admin import AdminService
 from werk.services.batches import BatchService
@@ -227,7 +228,8 @@ def create_app(
     problems.document(app, offline=("/livez",), probes=auth.PROBES)
     # Outermost last. The job traffic's router sits in front of FastAPI's (see werk.api.traffic)
     # and bounds and times its own requests as the next two do FastAPI's; in front of both:
-    # the guard's rules (Host, cross-site, one Authorization) and what a trusted proxy forwards.
+    # HEAD taken as GET; the guard's rules (Host, cross-site, one Authorization) and what a
+    # trusted proxy forwards.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(metrics_routes.TimeRequests, durations=durations)
     app.add_middleware(
@@ -236,6 +238,7 @@ def create_app(
         durations=durations,
         max_body_bytes=settings.max_body_bytes,
     )
+    app.add_middleware(HeadAsGet)
     app.add_middleware(RequestGuard, settings=settings)
     if settings.trusted_proxies:
         app.add_middleware(TrustedProxies, proxies=settings.trusted_proxies)

@@ -82,12 +82,13 @@ async def test_allow_names_every_method_of_the_path(
     """/v1/jobs is served by two routes (GET lists, POST pushes); the dashboard's paths are not
     in the document."""
     for method, path, allow in (
-        ("PUT", "/v1/jobs", "GET, POST"),
+        ("PUT", "/v1/jobs", "GET, HEAD, POST"),
         ("GET", "/v1/fetch", "POST"),
-        ("PUT", "/v1/jobs/j-1", "DELETE, GET"),
+        ("HEAD", "/v1/fetch", "POST"),
+        ("PUT", "/v1/jobs/j-1", "DELETE, GET, HEAD"),
         # The dashboard's paths, which the document leaves out.
-        ("PUT", "/login", "GET, POST"),
-        ("DELETE", "/queues", "GET"),
+        ("PUT", "/login", "GET, HEAD, POST"),
+        ("DELETE", "/queues", "GET, HEAD"),
         ("GET", "/actions/jobs", "POST"),
         ("PUT", "/static/werk.css", "GET, HEAD"),
     ):
@@ -95,10 +96,21 @@ async def test_allow_names_every_method_of_the_path(
         assert r.status_code == 405, path
         assert r.headers["content-type"] == "application/problem+json"
         assert r.headers["allow"] == allow, path
+        if method == "HEAD":
+            assert r.content == b"", path
     prefixed: InProcess = await make_api(root_path="/werk")
     for path in ("/werk/login", "/login"):
         r = await prefixed.http.put(path)
-        assert (r.status_code, r.headers["allow"]) == (405, "GET, POST"), path
+        assert (r.status_code, r.headers["allow"]) == (405, "GET, HEAD, POST"), path
+
+
+async def test_head_is_answered_wherever_get_is_without_a_body(api: InProcess) -> None:
+    """RFC 9110: a general-purpose server answers HEAD as GET, headers only."""
+    for path in ("/livez", "/readyz", "/v1/info", "/v1/jobs", "/v1/jobs/no-such-job", "/queues"):
+        got, head = await api.http.get(path), await api.http.head(path)
+        assert head.status_code == got.status_code, path
+        assert head.headers["content-type"] == got.headers["content-type"], path
+        assert head.content == b"" and got.content, path
 
 
 async def test_every_error_of_every_operation_is_a_declared_problem(api: InProcess) -> None:

@@ -120,6 +120,8 @@ def _allowed(app: FastAPI, request: Request) -> str:
             for route in app.router.routes
         )
     )
+    if "GET" in allowed:  # werk.http.head answers HEAD as GET
+        allowed = allowed.replace("GET", "GET, HEAD")
     # No route takes it by method: a mount refused it, the dashboard's static files.
     return allowed or "GET, HEAD"
 
