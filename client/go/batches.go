@@ -28,6 +28,18 @@ func (b *BatchHandle) PushMany(ctx context.Context, specs []JobSpec) (*PushManyR
 	return b.client.PushMany(ctx, joined)
 }
 
+// Batch opens a child batch, a member of this one (settled in it when it finishes), calls fill
+// with it and commits it, as Client.Batch does.
+func (b *BatchHandle) Batch(ctx context.Context, spec BatchNew, fill func(*BatchHandle) error) (*BatchStatus, error) {
+	spec.Parent = b.BID
+	return b.client.Batch(ctx, spec, fill)
+}
+
+// Status is how the batch stands now.
+func (b *BatchHandle) Status(ctx context.Context) (*BatchStatus, error) {
+	return b.client.BatchStatus(ctx, b.BID)
+}
+
 // Batch opens a batch, calls fill with it, then commits it and returns it as committed. When
 // fill returns an error the batch is left open (not committed) and the error is returned.
 func (c *Client) Batch(ctx context.Context, spec BatchNew, fill func(*BatchHandle) error) (*BatchStatus, error) {

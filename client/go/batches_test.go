@@ -67,6 +67,47 @@ func TestBatchCommitsAndReleasesOnSuccessOnce(t *testing.T) {
 	}
 }
 
+func TestAChildBatchOpensFromItsParentsHandle(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	queue := uniqueQueue("go-child")
+	var child *BatchStatus
+	parent, err := c.Batch(ctx, BatchNew{}, func(b *BatchHandle) error {
+		if _, err := b.Push(ctx, JobSpec{JobType: "t", Queue: queue}); err != nil {
+			return err
+		}
+		var err error
+		child, err = b.Batch(ctx, BatchNew{Description: "child"}, func(cb *BatchHandle) error {
+			_, err := cb.Push(ctx, JobSpec{JobType: "t", Queue: queue})
+			return err
+		})
+		if err != nil || child.Parent != b.BID {
+			t.Fatalf("child: %v %+v", err, child)
+		}
+		status, err := b.Status(ctx)
+		if err != nil || status.Total != 2 {
+			t.Fatalf("parent while open: %v %+v", err, status)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Fetch(ctx, FetchRequest{Queues: []string{queue}, WID: "go-batch", Count: 10})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("fetch: %v %+v", err, jobs)
+	}
+	for _, j := range jobs {
+		if err := c.Ack(ctx, j.JID, j.LeaseToken()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status, err := c.BatchStatus(ctx, parent.BID)
+	if err != nil || status.State != "finished" || status.Succeeded != 2 {
+		t.Fatalf("parent: %v %+v", err, status)
+	}
+}
+
 // A server that reads each request and hangs up without answering: the request may have been
 // done, so a batch's creation is not sent again (a second request would open a second batch),
 // while a push (its jid minted here, so repeating it is harmless) is.

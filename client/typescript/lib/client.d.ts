@@ -7,6 +7,10 @@ export interface BatchHandle {
     bid: string;
     push(job: JobPush): Promise<PushedJob>;
     pushMany(jobs: JobPush[]): Promise<PushManyResult>;
+    /** A child batch, a member of this one (settled in it when it finishes): opened, filled, committed. */
+    batch(spec: Omit<BatchNew, "parent">, fill: (child: BatchHandle) => Promise<void>): Promise<BatchStatus>;
+    /** How this batch stands now. */
+    status(): Promise<BatchStatus>;
 }
 export interface ClientOptions {
     /** Server URL; default `WERK_URL`, else `http://127.0.0.1:7420`. */

@@ -207,6 +207,8 @@ export class Client {
             bid,
             push: (job) => this.push({ ...job, batch: bid }),
             pushMany: (jobs) => this.pushMany(jobs.map((job) => ({ ...job, batch: bid }))),
+            batch: (spec, fill) => this.batch({ ...spec, parent: bid }, fill),
+            status: () => this.batchStatus(bid),
         };
     }
     /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */

@@ -44,6 +44,10 @@ export interface BatchHandle {
   bid: string;
   push(job: JobPush): Promise<PushedJob>;
   pushMany(jobs: JobPush[]): Promise<PushManyResult>;
+  /** A child batch, a member of this one (settled in it when it finishes): opened, filled, committed. */
+  batch(spec: Omit<BatchNew, "parent">, fill: (child: BatchHandle) => Promise<void>): Promise<BatchStatus>;
+  /** How this batch stands now. */
+  status(): Promise<BatchStatus>;
 }
 
 export interface ClientOptions {
@@ -284,6 +288,8 @@ export class Client {
       bid,
       push: (job) => this.push({ ...job, batch: bid }),
       pushMany: (jobs) => this.pushMany(jobs.map((job) => ({ ...job, batch: bid }))),
+      batch: (spec, fill) => this.batch({ ...spec, parent: bid }, fill),
+      status: () => this.batchStatus(bid),
     };
   }
 

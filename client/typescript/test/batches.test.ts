@@ -51,6 +51,29 @@ describe("batches", () => {
   });
 });
 
+describe("child batches", () => {
+  it("opens a child from a batch's handle, a member settled in its parent when it finishes", async () => {
+    const queue = uniqueQueue();
+    let child = "";
+    const parent = await client.batch({}, async (b) => {
+      await b.push({ jobtype: "t", queue });
+      const opened = await b.batch({ description: "child" }, async (c) => {
+        await c.push({ jobtype: "t", queue });
+        assert.equal((await c.status()).state, "open");
+      });
+      child = opened.bid;
+      assert.equal(opened.parent, b.bid);
+      assert.equal((await b.status()).total, 2);
+    });
+    const jobs = await client.fetch({ queues: [queue], wid: "ts-batch", count: 10 });
+    await client.ackMany(jobs.map((j) => ({ jid: j.jid, lease: j.lease! })));
+    assert.equal((await client.batchStatus(child)).state, "finished");
+    const status = await client.batchStatus(parent.bid);
+    assert.equal(status.state, "finished");
+    assert.equal(status.succeeded, 2);
+  });
+});
+
 describe("batch creation after a lost answer", () => {
   it("is not sent again (it would open a second batch), while a push is", async () => {
     // A server that reads each request and hangs up without answering.
