@@ -305,3 +305,72 @@ async def test_settled_jobs_are_freed_without_the_cycle_collector(werk_server):
     finally:
         gc.enable()
     assert alive == 0
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no words")
+
+
+async def test_jobs_settle_whatever_their_handlers_return_or_raise(werk_server):
+    """Thirty 60 KB results acked together exceed the server's body limit; a result or an error
+    text with a lone surrogate cannot be sent as UTF-8; a result nested past recursion cannot be
+    encoded; an exception may not say what it is. Every job is still settled at once."""
+    registry = Registry()
+    started = 0
+    together = asyncio.Event()
+
+    @registry.handler("big")
+    async def big():
+        nonlocal started
+        started += 1
+        if started == 30:
+            together.set()
+        await together.wait()  # all return at once: their acks go in one request
+        return "y" * 60_000
+
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    registry.handler("surrogate")(lambda: "file-\udcff")
+    registry.handler("deep")(lambda: deep)
+
+    @registry.handler("surrogate_error")
+    def surrogate_error():
+        raise ValueError("bad file \udcff")
+
+    @registry.handler("unprintable")
+    def unprintable():
+        raise _Unprintable
+
+    async with AsyncClient(werk_server.url) as client:
+        jobs = [JobSpec("big", queue="settle", keep_result_for=600) for _ in range(30)]
+        jobs += [JobSpec(t, queue="settle", keep_result_for=600) for t in ("surrogate", "deep")]
+        jobs += [JobSpec(t, queue="settle", retry=-1) for t in ("surrogate_error", "unprintable")]
+        await client.push_many(jobs)
+        worker = Worker(registry, url=werk_server.url, queues=["settle"], concurrency=40)
+        running = asyncio.create_task(worker.run_async())
+        try:
+            states = {}
+            for spec in jobs:
+                got = await client.result(spec.jid, wait=20)
+                states[spec.jobtype] = states.get(spec.jobtype, set()) | {got.state}
+                if spec.jobtype == "big":
+                    assert got.result == "y" * 60_000
+                elif spec.jobtype in ("surrogate", "deep"):
+                    assert got.result is None
+        finally:
+            worker.stop()
+            await running
+        assert states == {
+            "big": {"completed"},
+            "surrogate": {"completed"},
+            "deep": {"completed"},
+            "surrogate_error": {"dead"},
+            "unprintable": {"dead"},
+        }
+        failed = (await client.get(jobs[-2].jid)).failure
+        assert failed is not None and failed.message == "bad file \\udcff"
+        failed = (await client.get(jobs[-1].jid)).failure
+        assert failed is not None and failed.message == "<_Unprintable whose str() failed>"
+        assert (worker.processed, worker.failed) == (32, 2)

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from .errors import ResultTooLarge, ValidationError
+from .errors import PayloadTooLarge, ValidationError
 from .models import AckManyResult
 from .protocol import MAX_BATCH
 
@@ -28,15 +28,17 @@ T = TypeVar("T")
 # (jid, lease) or (jid, lease, result) items -> the server's answer, retried as the caller
 # sees fit.
 SendBatch = Callable[[Sequence[tuple[Any, ...]]], Awaitable[AckManyResult]]
-# A result the server refuses (too large, not storable) refuses its whole batch.
-_REFUSED_RESULT = (ResultTooLarge, ValidationError)
+# A result the server refuses (too large, not storable) refuses its whole batch, as does a
+# batch whose results together exceed the server's body limit.
+_REFUSED_RESULT = (PayloadTooLarge, ValidationError)
 
 
 class AckBatcher(Generic[T]):
     """Collects ``(jid, lease, result, item)`` and acks them in batches; ``on_outcome(item,
     acked, error)`` is called for each: acked or not (its lease was no longer ours), or the
     error that stopped the batch. A result the server refuses is logged and its job acked
-    without it (so the job does not run again for want of a result)."""
+    without it (so the job does not run again for want of a result); a batch over the server's
+    body limit is sent again in halves."""
 
     def __init__(
         self,
@@ -80,8 +82,11 @@ class AckBatcher(Generic[T]):
             )
         except _REFUSED_RESULT as exc:
             if len(batch) > 1 and any(result is not None for _, _, result, _ in batch):
-                for one in batch:  # each alone: only a refused result's own job loses it
-                    await self._ack([one])
+                # In halves, down to the refused result's own job, which alone loses it; halves
+                # also bring a batch too large as a whole under the body limit.
+                middle = len(batch) // 2
+                await self._ack(batch[:middle])
+                await self._ack(batch[middle:])
             elif batch[0][2] is not None:
                 jid, lease, _, item = batch[0]
                 log.error(

@@ -29,7 +29,17 @@ _HANDLER_CALL_CODE = Handler.call.__code__
 
 
 def _clean(text: str, limit: int) -> str:
+    # Lone surrogates (a file name decoded with surrogateescape) cannot be sent as UTF-8.
+    text = text.encode("utf-8", "backslashreplace").decode()
     return text.replace("\x00", "\\x00")[:limit]
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, or a stand-in when the exception cannot say it."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__name__} whose str() failed>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +114,13 @@ def describe_failure(exc: BaseException, max_lines: int) -> FailureReport:
     if not isinstance(exc, RetryIn | NoRetry):
         return FailureReport(
             errtype=type(exc).__name__,
-            message=str(exc)[:MAX_MESSAGE],
+            message=_text(exc)[:MAX_MESSAGE],
             backtrace=format_backtrace(exc, max_lines),
         )
     subject = exc.__cause__ or exc
     return FailureReport(
         errtype=exc.errtype or type(subject).__name__,
-        message=(exc.message or str(subject))[:MAX_MESSAGE],
+        message=(exc.message or _text(subject))[:MAX_MESSAGE],
         backtrace=format_backtrace(subject, max_lines),
         retry_in=exc.seconds if isinstance(exc, RetryIn) else None,
         retry=False if isinstance(exc, NoRetry) else None,

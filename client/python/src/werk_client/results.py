@@ -19,8 +19,9 @@ def sendable_result(value: Any, fields: Mapping[str, Any] | None = None) -> Any:
     if value is None:
         return None
     try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        # As the request carries it: UTF-8, so a lone surrogate is refused here, not in the ack.
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
         log.warning(
             "the handler's return value is not sent as the result: %s", exc, extra=fields or {}
         )

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .acks import AckBatcher
 from .async_client import AsyncClient
-from .errors import JobNotFound, LeaseLost, ResultTooLarge, ValidationError, WerkError
+from .errors import JobNotFound, LeaseLost, PayloadTooLarge, ValidationError, WerkError
 from .failures import FailureReport
 from .models import AckManyResult, FailResult
 from .running import RunningJob
@@ -66,7 +66,7 @@ class Settler:
         for attempt in range(attempts - 1):
             try:
                 return await send(*args)
-            except (LeaseLost, JobNotFound, ValidationError, ResultTooLarge):
+            except (LeaseLost, JobNotFound, ValidationError, PayloadTooLarge):
                 raise
             except WerkError:
                 await asyncio.sleep(min(_BACKOFF_CAP, 0.5 * 2**attempt))
@@ -107,7 +107,7 @@ class Settler:
         try:
             try:
                 await self._try_hard(self._ack, run.record.jid, run.lease, run.result)
-            except (ResultTooLarge, ValidationError) as exc:
+            except (PayloadTooLarge, ValidationError) as exc:
                 if run.result is None:
                     raise
                 self._log.error(
@@ -163,7 +163,7 @@ class Settler:
                 extra=run.fields(errtype=report.errtype),
             )
             return False
-        except WerkError as exc:
+        except Exception as exc:  # a WerkError, or a report that could not be sent at all
             self._log.error(
                 "could not report failure (%s); the job will retry once its lease expires",
                 exc,
