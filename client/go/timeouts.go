@@ -98,7 +98,17 @@ func runWithin(ctx context.Context, h Handler, job *Job, timeout, grace time.Dur
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- runHandler(hctx, h, job) }()
+	go func() {
+		returned := false
+		defer func() {
+			if !returned { // runtime.Goexit: nothing came back
+				done <- errExited
+			}
+		}()
+		err := runHandler(hctx, h, job)
+		returned = true
+		done <- err
+	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {

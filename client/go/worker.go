@@ -19,10 +19,12 @@ import (
 
 // Handler runs one job. Returning an error fails the attempt (it retries per the job's policy);
 // the failure's errtype is the error's ErrType() string if it has that method, else its Go type.
-// A panic is recovered and reported as a failure. ctx is cancelled when the lease is lost or the
-// worker gives the job up at shutdown: stop work then, the outcome is ignored. It is also
-// cancelled at the job's timeout (WithTimeout, custom.timeout): the attempt then fails with
-// errtype "Timeout". Return RetryIn(d, err) or NoRetry(err) to steer the retry.
+// A panic (panic(nil) too) is recovered and reported as a failure, as are a call of
+// runtime.Goexit (errtype "Goexit") and an error whose own methods panic (a nil pointer). ctx is
+// cancelled when the lease is lost or the worker gives the job up at shutdown: stop work then,
+// the outcome is ignored. It is also cancelled at the job's timeout (WithTimeout,
+// custom.timeout): the attempt then fails with errtype "Timeout". Return RetryIn(d, err) or
+// NoRetry(err) to steer the retry.
 type Handler func(ctx context.Context, job *Job) error
 
 // Middleware wraps every job's handler: func(next werk.Handler) werk.Handler { return
@@ -70,14 +72,15 @@ type Worker struct {
 
 	mu        sync.Mutex
 	state     string
-	running   map[string]*runningJob // fetched and not yet settled
-	handling  int                    // of those, the ones whose handler has not returned
-	requested int                    // jobs asked for by the fetches in flight
-	fetches   int                    // fetches in flight
+	running   map[*runningJob]struct{} // fetched and not yet settled
+	handling  int                      // of those, the ones whose handler has not returned
+	requested int                      // jobs asked for by the fetches in flight
+	fetches   int                      // fetches in flight
 	wake      chan struct{}
 	stopCh    chan struct{}
 	stopOnce  sync.Once
 	graceCut  time.Duration
+	graceCh   chan struct{} // told when graceCut shrinks, so a drain under way ends sooner
 	fetchStop context.CancelFunc
 
 	processed, failed int
@@ -185,6 +188,10 @@ func (w *Worker) stopWithGrace(grace time.Duration) {
 	w.mu.Lock()
 	if grace >= 0 && (w.graceCut < 0 || grace < w.graceCut) {
 		w.graceCut = grace
+		select {
+		case w.graceCh <- struct{}{}:
+		default:
+		}
 	}
 	w.state = StateTerminate
 	stop := w.fetchStop
@@ -246,8 +253,8 @@ func (w *Worker) defaults() {
 }
 
 // Run works until ctx is cancelled, Stop/Terminate is called, the server says terminate, or a
-// SIGTERM/SIGINT arrives (a second signal cuts the grace period). Every fetched job has been
-// acked or failed (or was found taken away) when it returns.
+// SIGTERM/SIGINT arrives (a second signal, or Terminate, cuts the grace period, even one under
+// way). Every fetched job has been acked or failed (or was found taken away) when it returns.
 func (w *Worker) Run(ctx context.Context) error {
 	w.defaults()
 	for q, weight := range w.Weights {
@@ -269,12 +276,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	w.mu.Lock()
 	w.state = StateRunning
-	w.running = map[string]*runningJob{}
+	w.running = map[*runningJob]struct{}{}
 	w.handling, w.requested, w.fetches = 0, 0, 0
 	w.wake = make(chan struct{}, 1)
 	w.stopCh = make(chan struct{})
 	w.stopOnce = sync.Once{}
 	w.graceCut = -1
+	w.graceCh = make(chan struct{}, 1)
 	w.acks = nil
 	if !w.NoBatchAck {
 		w.acks = &ackBatcher{client: w.Client}
@@ -285,23 +293,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		signals := make(chan os.Signal, 2)
 		signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 		defer signal.Stop(signals)
+		// Signals are read until Run returns, not until the worker stops: the second one must
+		// reach the drain, which the first started.
+		ran := make(chan struct{})
+		defer close(ran)
 		go func() {
-			count := 0
-			for {
+			for count := 1; ; count++ {
 				select {
 				case <-signals:
-					count++
-					if count == 1 {
-						w.Stop()
-					} else {
-						w.Terminate()
-					}
-				case <-w.stopCh:
-					if count > 0 {
-						return
-					}
+				case <-ran:
+					return
 				}
-				if count > 1 {
+				if count == 1 {
+					w.Stop()
+				} else {
+					w.Terminate()
 					return
 				}
 			}
@@ -325,23 +331,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.fetchLoop(jobsCtx, &jobs)
 
 	// Drain: wait for running jobs up to the grace period, then give up the rest.
-	w.mu.Lock()
-	grace := w.ShutdownGrace
-	if w.graceCut >= 0 && w.graceCut < grace {
-		grace = w.graceCut
-	}
-	w.mu.Unlock()
 	done := make(chan struct{})
 	go func() { jobs.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
+	if !w.drained(done, time.Now()) {
 		// Take what is left before cancelling it: a cancelled handler leaves its job to Run and
 		// drops out of w.running, so a list taken after the cancellation could miss it (the job
 		// would then stay leased until its reservation expired).
 		w.mu.Lock()
 		left := make([]*runningJob, 0, len(w.running))
-		for _, r := range w.running {
+		for r := range w.running {
 			if r.claim() {
 				left = append(left, r)
 			}
@@ -353,7 +351,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			giveUp.Add(1)
 			go func(r *runningJob) {
 				defer giveUp.Done()
-				w.fail(r, FailReport{ErrType: ShutdownErrType,
+				w.fail(context.Background(), r, FailReport{ErrType: ShutdownErrType,
 					Message: fmt.Sprintf("worker %s shut down before the job finished", w.WID),
 					RetryIn: Seconds(w.ShutdownRetryIn)})
 			}(r)
@@ -362,6 +360,29 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	<-beatDone
 	return nil
+}
+
+// drained waits for done until the grace period, counted from start, is over: false when it
+// ended first. A grace cut meanwhile (Terminate, a second signal) counts at once.
+func (w *Worker) drained(done <-chan struct{}, start time.Time) bool {
+	for {
+		w.mu.Lock()
+		grace := w.ShutdownGrace
+		if w.graceCut >= 0 && w.graceCut < grace {
+			grace = w.graceCut
+		}
+		w.mu.Unlock()
+		timer := time.NewTimer(time.Until(start.Add(grace)))
+		select {
+		case <-done:
+			timer.Stop()
+			return true
+		case <-timer.C:
+			return false
+		case <-w.graceCh:
+			timer.Stop()
+		}
+	}
 }
 
 func (w *Worker) stopping() bool {
@@ -496,7 +517,9 @@ const fetchGather = time.Millisecond
 func (w *Worker) startLocked(jobsCtx context.Context, jobs *sync.WaitGroup, job *Job) {
 	jobCtx, cancelJob := context.WithCancel(jobsCtx)
 	r := &runningJob{job: job, cancel: cancelJob}
-	w.running[job.JID] = r
+	// Keyed by attempt, not jid: a job killed and retried meanwhile may come back to this worker
+	// while its old attempt still runs, and the old attempt's end must not drop the new one.
+	w.running[r] = struct{}{}
 	w.handling++
 	jobs.Add(1)
 	go func() {
@@ -504,7 +527,7 @@ func (w *Worker) startLocked(jobsCtx context.Context, jobs *sync.WaitGroup, job 
 		defer func() {
 			cancelJob()
 			w.mu.Lock()
-			delete(w.running, r.job.JID)
+			delete(w.running, r)
 			w.handledLocked(r)
 			w.mu.Unlock()
 			w.poke()
@@ -608,13 +631,34 @@ func Checkpoint(ctx context.Context, progress any) error {
 	return f(progress)
 }
 
+// execute runs r's handler and settles the job. A handler that calls runtime.Goexit never
+// returns, and its goroutine ends after the deferred calls: the job is failed on the way out
+// rather than left leased until its reservation expires.
 func (w *Worker) execute(ctx context.Context, r *runningJob) {
+	over := false
+	defer func() {
+		if !over && ctx.Err() == nil {
+			w.settleFailure(ctx, r, exitReport)
+		}
+	}()
+	w.run(ctx, r)
+	over = true
+}
+
+// What a job whose handler called runtime.Goexit instead of returning is failed with; errExited
+// stands for it where an error is passed on (runWithin).
+var (
+	exitReport = FailReport{ErrType: "Goexit", Message: "the handler called runtime.Goexit instead of returning"}
+	errExited  = errors.New(exitReport.Message)
+)
+
+func (w *Worker) run(ctx context.Context, r *runningJob) {
 	w.mu.Lock()
 	reg, ok := w.handlers[r.job.JobType]
 	middleware := w.middleware
 	w.mu.Unlock()
 	if !ok {
-		w.settleFailure(r, FailReport{ErrType: "UnknownJobType",
+		w.settleFailure(ctx, r, FailReport{ErrType: "UnknownJobType",
 			Message: fmt.Sprintf("no handler registered for jobtype %q on this worker", r.job.JobType)})
 		return
 	}
@@ -634,18 +678,28 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 	if every < time.Second {
 		every = time.Second
 	}
+	// A failed extension is tried again well before the lease runs out, as the Python worker
+	// does, instead of at the next regular extension.
+	retryEvery := every / 2
+	if retryEvery > 5*time.Second {
+		retryEvery = 5 * time.Second
+	}
 	// A timer rather than a goroutine per job: most jobs end long before their first extension.
 	var extendMu sync.Mutex
 	var extender *time.Timer
 	finished := false
 	tick := func() {
-		if err := extend(ExtendOptions{}); err != nil && !errors.Is(err, ErrLeaseLost) {
+		next := every
+		if err := extend(ExtendOptions{}); errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrJobNotFound) {
+			return // not ours any more
+		} else if err != nil {
 			w.Logger.Printf("werk worker %s: extending job %s: %v", w.WID, r.job.JID, err)
+			next = retryEvery
 		}
 		extendMu.Lock()
 		defer extendMu.Unlock()
 		if !finished {
-			extender.Reset(every)
+			extender.Reset(next)
 		}
 	}
 	extendMu.Lock()
@@ -667,10 +721,13 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 		seconds, err := checkTimeout(custom, r.job.ReserveFor, "job "+r.job.JID)
 		if err != nil { // pushed around the SDK's check: it can never run within its reservation
 			no := false
-			w.settleFailure(r, FailReport{ErrType: "InvalidTimeout", Message: err.Error(), Retry: &no})
+			w.settleFailure(ctx, r, FailReport{ErrType: "InvalidTimeout", Message: err.Error(), Retry: &no})
 			return
 		}
 		timeout = time.Duration(seconds * float64(time.Second))
+		if timeout <= 0 {
+			timeout = 1 // under a nanosecond is still a limit, not none
+		}
 	}
 	var err error
 	if timeout > 0 {
@@ -683,13 +740,14 @@ func (w *Worker) execute(ctx context.Context, r *runningJob) {
 		return // lease lost, or given up at shutdown (already failed by Run)
 	}
 	if err != nil {
-		w.settleFailure(r, describe(err, w.backtraceLines(r.job)))
+		w.settleFailure(ctx, r, describe(err, w.backtraceLines(r.job)))
 		return
 	}
 	if !r.claim() {
 		return
 	}
-	if acked, err := w.ack(r.job); err != nil {
+	var acked bool
+	if err := w.persist(ctx, func() (err error) { acked, err = w.ack(r.job); return err }); err != nil {
 		w.reportSettle(r, err)
 		return
 	} else if !acked {
@@ -705,15 +763,29 @@ type panicError struct {
 	frames []string // the stack where it panicked: see panicFrames
 }
 
-func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
+func (p *panicError) Error() string { return "panic: " + p.message() }
 
+// message is the panic's value as text; panic(nil) has a text of its own, as "<nil>" says nothing.
+func (p *panicError) message() string {
+	if p.value == nil {
+		return "panic called with nil argument"
+	}
+	return fmt.Sprint(p.value)
+}
+
+// runHandler runs h, a panic turned into a *panicError. Whether h returned is what tells a panic
+// from a return: recover answers nil for panic(nil) (before Go 1.21) as it does with no panic.
+// (For runtime.Goexit it answers nil too but stops nothing: the caller never gets the error.)
 func runHandler(ctx context.Context, h Handler, job *Job) (err error) {
+	returned := false
 	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, frames: panicFrames()}
+		if !returned {
+			err = &panicError{value: recover(), frames: panicFrames()}
 		}
 	}()
-	return h(ctx, job)
+	err = h(ctx, job)
+	returned = true
+	return err
 }
 
 // panicFrames is the stack of the panic being recovered, two lines a frame (function, then file
@@ -770,8 +842,31 @@ func (w *Worker) backtraceLines(job *Job) int {
 // is gone by the time the handler returns, so its backtrace is what the error itself holds: its
 // %+v text when that says more than Error() (errors that record where they were made, such as
 // github.com/pkg/errors'), else its chain as errors.Unwrap walks it, one "type: message" line
-// per error, outermost first. A timeout sends none.
-func describe(err error, maxLines int) FailReport {
+// per error, outermost first. A timeout sends none. An error whose methods panic (a nil pointer
+// returned as an error, whose Error dereferences it) is described by its type alone: the worker
+// must not crash on what a handler returned.
+func describe(err error, maxLines int) (report FailReport) {
+	described := false
+	defer func() {
+		if !described {
+			// A panic(nil) recovers as nil too: whether describing ended is what tells.
+			v := recover()
+			report = FailReport{ErrType: goType(err),
+				Message: fmt.Sprintf("the handler returned a %T whose methods panicked: %v", err, (&panicError{value: v}).message())}
+		}
+	}()
+	report = describeError(err, maxLines)
+	described = true
+	return report
+}
+
+// goType is the name of err's Go type, without calling any of its methods.
+func goType(err error) string { return strings.TrimPrefix(fmt.Sprintf("%T", err), "*") }
+
+func describeError(err error, maxLines int) FailReport {
+	if err == errExited {
+		return exitReport
+	}
 	if report, ok := steered(err, maxLines); ok {
 		return report
 	}
@@ -780,7 +875,7 @@ func describe(err error, maxLines int) FailReport {
 	}
 	var p *panicError
 	if errors.As(err, &p) {
-		return FailReport{ErrType: "panic", Message: fmt.Sprint(p.value), Backtrace: backtrace(p.frames, maxLines)}
+		return FailReport{ErrType: "panic", Message: p.message(), Backtrace: backtrace(p.frames, maxLines)}
 	}
 	return FailReport{ErrType: errType(err), Message: err.Error(), Backtrace: backtrace(errorLines(err, maxLines), maxLines)}
 }
@@ -791,7 +886,7 @@ func errType(err error) string {
 	if errors.As(err, &typed) {
 		return typed.ErrType()
 	}
-	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*")
+	return goType(err)
 }
 
 // errorLines is a returned error's backtrace (see describe), at most about limit lines.
@@ -811,7 +906,7 @@ func errorLines(err error, limit int) []string {
 			}
 			return
 		}
-		lines = append(lines, strings.TrimPrefix(fmt.Sprintf("%T", e), "*")+": "+e.Error())
+		lines = append(lines, goType(e)+": "+e.Error())
 		switch wrapper := e.(type) {
 		case interface{ Unwrap() error }:
 			walk(wrapper.Unwrap())
@@ -848,25 +943,115 @@ func backtrace(lines []string, maxLines int) []string {
 	return out
 }
 
-func (w *Worker) settleFailure(r *runningJob, report FailReport) {
+func (w *Worker) settleFailure(ctx context.Context, r *runningJob, report FailReport) {
 	if r.claim() {
-		w.fail(r, report)
+		w.fail(ctx, r, report)
 	}
 }
 
-// fail reports a claimed job's failure.
-func (w *Worker) fail(r *runningJob, report FailReport) {
+// fail reports a claimed job's failure, trying again while the server cannot be reached until
+// ctx is done (see persist).
+func (w *Worker) fail(ctx context.Context, r *runningJob, report FailReport) {
 	w.mu.Lock()
 	w.failed++
 	w.mu.Unlock()
+	report = sanitized(report)
+	send := func() error {
+		_, err := w.Client.Fail(context.Background(), r.job.JID, r.job.LeaseToken(), report)
+		return err
+	}
+	err := w.persist(ctx, send)
+	if errors.Is(err, ErrValidation) {
+		// Not expected within the limits sanitized keeps to; still, a failure recorded without
+		// its details beats one never recorded.
+		w.Logger.Printf("werk worker %s: the server refused the failure of job %s (%v); sending it without details",
+			w.WID, r.job.JID, err)
+		report.Message, report.Backtrace = refusedMessage, []string{}
+		err = w.persist(ctx, send)
+	}
+	if err != nil {
+		w.reportSettle(r, err)
+	}
+}
+
+const refusedMessage = "(the failure details were refused by the server)"
+
+// The server's limits on a failure: errtype up to 200 characters, message and each backtrace line
+// up to 10,000, no NUL anywhere; it refuses a failure over them, and the job would then wait out
+// its lease on every attempt. The message is cut to 4,000 characters, as the Python worker cuts it.
+const (
+	maxErrType = 200
+	maxMessage = 4000
+	maxRetryIn = 365 * 24 * 3600 // seconds
+)
+
+// sanitized is report within the server's limits, whatever text the handler produced.
+func sanitized(report FailReport) FailReport {
+	report.ErrType = clean(report.ErrType, maxErrType)
 	if report.ErrType == "" {
 		report.ErrType = "error"
 	}
-	if report.Backtrace == nil {
-		report.Backtrace = []string{}
+	report.Message = clean(report.Message, maxMessage)
+	if len(report.Backtrace) > maxBacktraceLines {
+		report.Backtrace = report.Backtrace[:maxBacktraceLines]
 	}
-	if _, err := w.Client.Fail(context.Background(), r.job.JID, r.job.LeaseToken(), report); err != nil {
-		w.reportSettle(r, err)
+	lines := make([]string, len(report.Backtrace))
+	for i, line := range report.Backtrace {
+		lines[i] = clean(line, maxBacktraceLine)
+	}
+	report.Backtrace = lines
+	if report.RetryIn != nil && !(*report.RetryIn <= maxRetryIn) { // NaN included
+		longest := float64(maxRetryIn)
+		report.RetryIn = &longest
+	}
+	return report
+}
+
+// clean escapes NUL in text and keeps its first limit characters.
+func clean(text string, limit int) string {
+	text = strings.ReplaceAll(text, "\x00", "\\x00")
+	n := 0
+	for i := range text {
+		if n == limit {
+			return text[:i]
+		}
+		n++
+	}
+	return text
+}
+
+// Tries to deliver an ack or a failure while the server cannot be reached (each try is already
+// retried by the client), and the longest wait between two: a server restarting is away for
+// seconds, and an outcome given up leaves its job leased until the reservation expires. Fewer
+// tries once the worker stops, so an outage does not hold its exit for long.
+const (
+	settleTries         = 6
+	settleTriesStopping = 3
+	settleBackoffFirst  = 500 * time.Millisecond
+	settleBackoffCap    = 10 * time.Second
+)
+
+// persist calls send until it succeeds, fails with what trying again cannot change (anything
+// but ErrUnavailable), or the tries are spent; it stops waiting when ctx is done (the job's ctx
+// is at the end of the shutdown grace). Each job waits on its own: other jobs' outcomes go on.
+func (w *Worker) persist(ctx context.Context, send func() error) error {
+	delay := settleBackoffFirst
+	for try := 1; ; try++ {
+		err := send()
+		if err == nil || !errors.Is(err, ErrUnavailable) || try >= settleTries ||
+			(try >= settleTriesStopping && w.stopping()) {
+			return err
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		}
+		if delay *= 2; delay > settleBackoffCap {
+			delay = settleBackoffCap
+		}
 	}
 }
 
@@ -883,9 +1068,13 @@ func (w *Worker) reportSettle(r *runningJob, err error) {
 func (w *Worker) ack(job *Job) (bool, error) {
 	result := job.result
 	if result != nil {
-		if _, err := json.Marshal(result); err != nil {
+		// Encoded here and sent as encoded: a MarshalJSON that panics must not crash the worker,
+		// nor one that answers differently the next time fail the batch it is sent with.
+		if data, err := encodeResult(result); err != nil {
 			w.Logger.Printf("werk worker %s: job %s: its result is not JSON (%v); acking without it", w.WID, job.JID, err)
 			result = nil
+		} else {
+			result = json.RawMessage(data)
 		}
 	}
 	if w.acks != nil {
@@ -897,6 +1086,18 @@ func (w *Worker) ack(job *Job) (bool, error) {
 		// only the refused result is dropped.
 	}
 	return true, w.ackOne(job, result)
+}
+
+func encodeResult(result any) (data []byte, err error) {
+	encoded := false
+	defer func() {
+		if !encoded {
+			err = fmt.Errorf("encoding it panicked: %s", (&panicError{value: recover()}).message())
+		}
+	}()
+	data, err = json.Marshal(result)
+	encoded = true
+	return data, err
 }
 
 // ackOne acks in a request of its own; a result the server refuses is dropped so the job does
