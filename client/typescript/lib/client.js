@@ -64,10 +64,18 @@ export function newJid() {
 function hex(value, digits) {
     return value.toString(16).padStart(digits, "0");
 }
+/** Sleep, cut short when `signal` aborts; its listener goes with the sleep (a worker's signal lives long). */
 function sleep(ms, signal) {
     return new Promise((resolve) => {
-        const timer = setTimeout(resolve, ms);
-        signal?.addEventListener("abort", () => { clearTimeout(timer); resolve(); }, { once: true });
+        const onAbort = () => {
+            clearTimeout(timer);
+            resolve();
+        };
+        const timer = setTimeout(() => {
+            signal?.removeEventListener("abort", onAbort);
+            resolve();
+        }, ms);
+        signal?.addEventListener("abort", onAbort, { once: true });
     });
 }
 /**

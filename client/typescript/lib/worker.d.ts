@@ -102,7 +102,10 @@ export declare class Worker {
     private readonly handleSignals;
     private readonly onError;
     private readonly acks;
-    /** Fetched and not yet settled. */
+    /**
+     * Fetched and not yet settled, one entry per attempt: a job killed and retried can be fetched
+     * again while its earlier attempt's handler still runs, under the same jid.
+     */
     private readonly running;
     /** Of those, the jobs whose handler has not returned. */
     private handling;
@@ -112,7 +115,8 @@ export declare class Worker {
     private fetchFailures;
     private stateValue;
     private stopping;
-    private graceMs;
+    /** When the shutdown grace ends (Date.now() milliseconds): set by the first stop, moved earlier by later ones. */
+    private deadline;
     private fetchAbort;
     private wakeResolvers;
     private stopResolvers;
@@ -132,7 +136,10 @@ export declare class Worker {
     get runningJids(): string[];
     /** Stop fetching; running jobs finish. */
     quiet(): void;
-    /** Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves. */
+    /**
+     * Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves.
+     * Called again (a second signal, `terminate`), a shorter grace ends the wait sooner.
+     */
     stop(graceMs?: number): void;
     /** Shut down now: running jobs are failed at once (they retry, after `shutdownRetryIn`). */
     terminate(): void;
@@ -151,6 +158,8 @@ export declare class Worker {
     private fetchOnce;
     private beatLoop;
     private start;
+    /** `execute` itself threw (a bug, or a value nothing could handle): the attempt still fails, so its job is not left active. */
+    private executeFailed;
     /** Frees `entry`'s handler slot (once), so the fetch loop may ask for more while its ack is on its way. */
     private handled;
     private execute;
@@ -171,12 +180,26 @@ export declare class Worker {
     /** Stack lines a failure of `job` sends: the job's own `backtrace` (when > 0), within the worker's. */
     private maxLines;
     private settleFailure;
+    /**
+     * `send()`, tried again after a backoff while the server cannot be reached: up to SETTLE_TRIES
+     * tries, SETTLE_TRIES_STOPPING once the worker is stopping (a stop cuts a backoff short). Each
+     * job waits on its own, so one job's retries hold up no other job's ack or fail.
+     */
+    private persist;
     private reportSettleError;
+    /** Extend `entry`'s lease in `delayMs` (default: the regular interval), and again after each extension. */
     private scheduleExtend;
+    /** Resolves false when a regular extension failed for a reason retrying may fix. */
     private extend;
+    /**
+     * Waits for the running jobs until the shutdown deadline (which a later stop may move earlier),
+     * fails the ones whose handler is still running, and waits for the acks and fails under way.
+     */
     private drain;
     private wake;
     private waitForWake;
     /** Sleep, cut short by stop(). */
     private pause;
+    /** Sleep, cut short by the next stop() (also once stopping: a later stop shortens the grace). */
+    private backoff;
 }

@@ -1,8 +1,19 @@
 import { hostname as osHostname } from "node:os";
 import { AckBatcher } from "./acks.js";
 import { Client, newJid } from "./client.js";
-import { JobNotFound, LeaseLost, NoRetry, RetryIn, WerkError } from "./errors.js";
+import { JobNotFound, LeaseLost, NoRetry, RetryIn, Unavailable, ValidationError, WerkError } from "./errors.js";
 import { RESERVE_FOR_MAX, TIMEOUT_ERRTYPE, TimeoutError, checkTimeout, customTimeout, weightedOrder } from "./timeouts.js";
+// Tries to deliver an ack or fail while the server cannot be reached (each try already retried
+// by the client): a server restart takes seconds, and a job whose outcome is lost runs again
+// once its lease expires. Fewer while stopping, so an outage cannot hold the exit for long.
+const SETTLE_TRIES = 6;
+const SETTLE_TRIES_STOPPING = 3;
+const SETTLE_BACKOFF_MS = 500;
+const SETTLE_BACKOFF_CAP_MS = 10_000;
+// A failed lease extension is tried again this soon (or at half the interval, if shorter): the
+// regular interval may end after the lease did.
+const EXTEND_RETRY_MS = 5_000;
+const REFUSED_REPORT = "(the failure details were refused by the server)";
 /**
  * Fetches jobs from `queues` in batches (long polling), runs their handlers with up to
  * `concurrency` at once, keeps their leases extended, acks or fails them, and heartbeats.
@@ -35,8 +46,11 @@ export class Worker {
     handleSignals;
     onError;
     acks;
-    /** Fetched and not yet settled. */
-    running = new Map();
+    /**
+     * Fetched and not yet settled, one entry per attempt: a job killed and retried can be fetched
+     * again while its earlier attempt's handler still runs, under the same jid.
+     */
+    running = new Set();
     /** Of those, the jobs whose handler has not returned. */
     handling = 0;
     /** Jobs asked for by the fetches in flight. */
@@ -45,7 +59,8 @@ export class Worker {
     fetchFailures = 0;
     stateValue = "running";
     stopping = false;
-    graceMs;
+    /** When the shutdown grace ends (Date.now() milliseconds): set by the first stop, moved earlier by later ones. */
+    deadline = Infinity;
     fetchAbort = new AbortController();
     wakeResolvers = [];
     stopResolvers = [];
@@ -67,7 +82,6 @@ export class Worker {
         this.fetchWait = options.fetchWait ?? 5;
         this.beatIntervalMs = options.beatIntervalMs ?? 15_000;
         this.shutdownGraceMs = options.shutdownGraceMs ?? 25_000;
-        this.graceMs = this.shutdownGraceMs;
         this.shutdownRetryIn = options.shutdownRetryIn ?? 0;
         if (!(this.shutdownRetryIn >= 0))
             throw new RangeError(`shutdownRetryIn must be >= 0 (${this.shutdownRetryIn})`);
@@ -75,7 +89,17 @@ export class Worker {
         this.extendAt = options.extendAt ?? 0.5;
         this.labels = options.labels ?? ["node"];
         this.handleSignals = options.handleSignals ?? true;
-        this.onError = options.onError ?? ((error, job) => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error));
+        const report = (error, job) => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error);
+        const onError = options.onError ?? report;
+        // What cannot be thrown must not throw either: a throwing onError would reject a job's settling.
+        this.onError = (error, job) => {
+            try {
+                onError(error, job);
+            }
+            catch (failure) {
+                report(failure, job);
+            }
+        };
         this.acks = options.batchAck === false ? undefined : new AckBatcher(this.client);
         for (const [jobtype, handler] of Object.entries(options.handlers ?? {}))
             this.register(jobtype, handler);
@@ -108,7 +132,7 @@ export class Worker {
         return this.stateValue;
     }
     get runningJids() {
-        return [...this.running.keys()];
+        return [...this.running].map((entry) => entry.job.jid);
     }
     /** Stop fetching; running jobs finish. */
     quiet() {
@@ -117,9 +141,12 @@ export class Worker {
         this.fetchAbort.abort();
         this.wake();
     }
-    /** Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves. */
+    /**
+     * Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves.
+     * Called again (a second signal, `terminate`), a shorter grace ends the wait sooner.
+     */
     stop(graceMs = this.shutdownGraceMs) {
-        this.graceMs = Math.min(this.graceMs, graceMs);
+        this.deadline = Math.min(this.deadline, Date.now() + Math.max(0, graceMs));
         this.stopping = true;
         this.stateValue = "terminate";
         this.fetchAbort.abort();
@@ -135,7 +162,7 @@ export class Worker {
     async run() {
         this.stateValue = "running";
         this.stopping = false;
-        this.graceMs = this.shutdownGraceMs;
+        this.deadline = Infinity;
         this.fetchAbort = new AbortController();
         this.handling = 0;
         this.requested = 0;
@@ -253,16 +280,29 @@ export class Worker {
     }
     // -- one job -------------------------------------------------------------------------------
     start(job) {
-        const entry = { job, controller: new AbortController(), lost: false, handled: false };
-        this.running.set(job.jid, entry);
+        const entry = { job, controller: new AbortController(), lost: false, handled: false, settling: false, finished: false };
+        this.running.add(entry);
         this.handling++;
         this.scheduleExtend(entry);
-        void this.execute(entry).finally(() => {
+        void this.execute(entry)
+            .catch((error) => this.executeFailed(entry, error))
+            .finally(() => {
+            entry.finished = true;
             clearTimeout(entry.extendTimer);
-            this.running.delete(job.jid);
+            this.running.delete(entry);
             this.handled(entry);
             this.wake();
         });
+    }
+    /** `execute` itself threw (a bug, or a value nothing could handle): the attempt still fails, so its job is not left active. */
+    async executeFailed(entry, error) {
+        this.onError(error, entry.job);
+        this.handled(entry);
+        if (entry.settling || entry.lost)
+            return;
+        entry.settling = true;
+        clearTimeout(entry.extendTimer);
+        await this.settleFailure(entry, { errtype: "WorkerError", message: `the worker could not run the job: ${text(error)}`, backtrace: [] });
     }
     /** Frees `entry`'s handler slot (once), so the fetch loop may ask for more while its ack is on its way. */
     handled(entry) {
@@ -276,6 +316,7 @@ export class Worker {
         const { job } = entry;
         const registered = this.handlers.get(job.jobtype);
         if (registered === undefined) {
+            entry.settling = true;
             await this.settleFailure(entry, {
                 errtype: "UnknownJobType",
                 message: `no handler registered for jobtype ${JSON.stringify(job.jobtype)} on this worker`,
@@ -286,7 +327,9 @@ export class Worker {
         const ctx = {
             job,
             signal: entry.controller.signal,
-            checkpoint: (progress) => this.extend(entry, progress, true),
+            checkpoint: async (progress) => {
+                await this.extend(entry, progress, true);
+            },
         };
         let timeout;
         try {
@@ -295,7 +338,8 @@ export class Worker {
         }
         catch (error) {
             // Pushed around the SDK's check: it can never run within its reservation.
-            await this.settleFailure(entry, { errtype: "InvalidTimeout", message: String(error.message), backtrace: [], retry: false });
+            entry.settling = true;
+            await this.settleFailure(entry, { errtype: "InvalidTimeout", message: text(error.message), backtrace: [], retry: false });
             return;
         }
         let call = () => Promise.resolve().then(() => registered.handler(job.args, ctx));
@@ -307,12 +351,14 @@ export class Worker {
         const outcome = timeout === undefined ? await running : await this.within(entry, running, timeout);
         this.handled(entry);
         // Settled elsewhere (lease lost / shut down); a timed-out job is this worker's to fail.
-        if (entry.lost || (entry.controller.signal.aborted && !entry.timedOut))
+        if (entry.settling || entry.lost || (entry.controller.signal.aborted && !entry.timedOut))
             return;
+        entry.settling = true;
         clearTimeout(entry.extendTimer);
         if (outcome.ok) {
             try {
-                if (!(await this.ackCompleted(job.jid, job.lease, sendable(outcome.value)))) {
+                const result = sendable(outcome.value);
+                if (!(await this.persist(() => this.ackCompleted(job.jid, job.lease, result)))) {
                     entry.lost = true; // the lease was no longer ours: the job is someone else's now
                     return;
                 }
@@ -323,7 +369,7 @@ export class Worker {
             }
         }
         else {
-            await this.settleFailure(entry, describe(outcome.error, this.maxLines(job)));
+            await this.settleFailure(entry, describeFailure(outcome.error, this.maxLines(job)));
         }
     }
     /**
@@ -387,11 +433,41 @@ export class Worker {
     }
     async settleFailure(entry, report) {
         this.failed++;
+        const { jid, lease } = entry.job;
+        let sent = sanitized(report);
         try {
-            await this.client.fail(entry.job.jid, entry.job.lease, report);
+            try {
+                await this.persist(() => this.client.fail(jid, lease, sent));
+            }
+            catch (error) {
+                if (!(error instanceof ValidationError))
+                    throw error;
+                // Never expected, as the report is within the server's limits; still, a recorded failure beats a lost one.
+                sent = { ...sent, message: REFUSED_REPORT, backtrace: [] };
+                await this.persist(() => this.client.fail(jid, lease, sent));
+            }
         }
         catch (error) {
             this.reportSettleError(error, entry);
+        }
+    }
+    /**
+     * `send()`, tried again after a backoff while the server cannot be reached: up to SETTLE_TRIES
+     * tries, SETTLE_TRIES_STOPPING once the worker is stopping (a stop cuts a backoff short). Each
+     * job waits on its own, so one job's retries hold up no other job's ack or fail.
+     */
+    async persist(send) {
+        for (let attempt = 1;; attempt++) {
+            try {
+                return await send();
+            }
+            catch (error) {
+                if (!(error instanceof Unavailable) || attempt >= (this.stopping ? SETTLE_TRIES_STOPPING : SETTLE_TRIES))
+                    throw error;
+                await this.backoff(Math.min(SETTLE_BACKOFF_CAP_MS, SETTLE_BACKOFF_MS * 2 ** (attempt - 1)));
+                if (this.stopping && attempt >= SETTLE_TRIES_STOPPING)
+                    throw error;
+            }
         }
     }
     reportSettleError(error, entry) {
@@ -404,13 +480,16 @@ export class Worker {
             cause: error,
         }), entry.job);
     }
-    scheduleExtend(entry) {
-        const delayMs = Math.max(1000, entry.job.reserve_for * 1000 * this.extendAt);
+    /** Extend `entry`'s lease in `delayMs` (default: the regular interval), and again after each extension. */
+    scheduleExtend(entry, delayMs = Math.max(1000, entry.job.reserve_for * 1000 * this.extendAt)) {
+        if (entry.finished || entry.settling)
+            return;
         entry.extendTimer = setTimeout(() => {
-            void this.extend(entry, undefined, false).then(() => this.scheduleExtend(entry), () => undefined);
+            void this.extend(entry, undefined, false).then((extended) => this.scheduleExtend(entry, extended ? undefined : Math.min(EXTEND_RETRY_MS, delayMs / 2)), () => undefined);
         }, delayMs);
         entry.extendTimer.unref();
     }
+    /** Resolves false when a regular extension failed for a reason retrying may fix. */
     async extend(entry, progress, withProgress) {
         if (entry.lost)
             throw new LeaseLost("the lease was lost", { code: "lease_lost", status: 409 });
@@ -419,6 +498,7 @@ export class Worker {
                 reserve_for: entry.job.reserve_for,
                 ...(withProgress ? { progress } : {}),
             });
+            return true;
         }
         catch (error) {
             if (error instanceof LeaseLost || error instanceof JobNotFound) {
@@ -427,19 +507,25 @@ export class Worker {
             }
             else if (!withProgress) {
                 this.onError(error, entry.job);
-                return; // transient: try again at the next interval
+                return false; // tried again soon: the lease may run out before the next interval
             }
             throw error;
         }
     }
     // -- shutdown ------------------------------------------------------------------------------
+    /**
+     * Waits for the running jobs until the shutdown deadline (which a later stop may move earlier),
+     * fails the ones whose handler is still running, and waits for the acks and fails under way.
+     */
     async drain() {
-        const deadline = Date.now() + this.graceMs;
-        while (this.running.size > 0 && Date.now() < deadline) {
-            await Promise.race([this.waitForWake(), new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
+        while (this.running.size > 0 && Date.now() < this.deadline) {
+            let timer;
+            await Promise.race([this.waitForWake(), new Promise((r) => (timer = setTimeout(r, this.deadline - Date.now())))]);
+            clearTimeout(timer);
         }
-        const left = [...this.running.values()];
+        const left = [...this.running].filter((entry) => !entry.settling);
         await Promise.all(left.map(async (entry) => {
+            entry.settling = true;
             clearTimeout(entry.extendTimer);
             entry.controller.abort(new Error("worker shutting down"));
             await this.settleFailure(entry, {
@@ -448,9 +534,13 @@ export class Worker {
                 backtrace: [],
                 retry_in: this.shutdownRetryIn,
             });
-            this.running.delete(entry.job.jid);
+            entry.finished = true;
+            this.running.delete(entry);
             this.handled(entry);
         }));
+        // The others are being acked or failed, within their (shutdown) tries.
+        while (this.running.size > 0)
+            await this.waitForWake();
     }
     wake() {
         for (const resolve of this.wakeResolvers.splice(0))
@@ -463,6 +553,10 @@ export class Worker {
     pause(ms) {
         if (this.stopping)
             return Promise.resolve();
+        return this.backoff(ms);
+    }
+    /** Sleep, cut short by the next stop() (also once stopping: a later stop shortens the grace). */
+    backoff(ms) {
         return new Promise((resolve) => {
             const done = () => {
                 clearTimeout(timer);
@@ -474,7 +568,18 @@ export class Worker {
         });
     }
 }
-/** The failure report for what a handler threw, with at most `maxLines` lines of its stack. */
+/**
+ * The failure report for what a handler threw, with at most `maxLines` lines of its stack. Never
+ * throws: a handler may throw anything, including values that refuse to be converted or inspected.
+ */
+function describeFailure(error, maxLines) {
+    try {
+        return describe(error, maxLines);
+    }
+    catch {
+        return { errtype: "unknown", message: UNDESCRIBABLE, backtrace: [] };
+    }
+}
 function describe(error, maxLines) {
     if (error instanceof RetryIn || error instanceof NoRetry) {
         // Raised with a cause, they report the cause's type, message and stack.
@@ -488,24 +593,92 @@ function describe(error, maxLines) {
         return { ...plain(error, maxLines), errtype: error.name || "Error" };
     if (error !== null && typeof error === "object" && "errtype" in error)
         return error;
-    return { errtype: typeof error, message: String(error), backtrace: [] };
+    return { errtype: typeof error, message: text(error), backtrace: [] };
 }
 /** The message and the innermost `maxLines` lines of the stack (none when `maxLines` is not positive). */
 function plain(error, maxLines) {
-    const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
-    return { message: error.message, backtrace: maxLines > 0 ? lines.slice(0, maxLines) : [] };
+    const lines = text(error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
+    return { message: text(error.message), backtrace: maxLines > 0 ? lines.slice(0, maxLines) : [] };
+}
+const UNDESCRIBABLE = "(a value that cannot be converted to text)";
+/** `value` as text: `String(value)`, else its JSON, else a fixed description (never throws). */
+function text(value) {
+    if (typeof value === "string")
+        return value;
+    try {
+        return String(value);
+    }
+    catch {
+        try {
+            const json = JSON.stringify(value);
+            if (typeof json === "string")
+                return json;
+        }
+        catch {
+            // fall through: nothing describes it
+        }
+        return UNDESCRIBABLE;
+    }
+}
+// What the server takes of a failure report (errtype 200 characters, message 10,000, backtrace
+// 1,000 lines of 10,000; no NUL, well-formed Unicode): a report it refused would be a failure
+// never recorded, the job left to sit out its lease. Messages and lines are kept shorter, as the
+// Python SDK keeps them: the start of a long message says what went wrong.
+const MAX_ERRTYPE = 200;
+const MAX_MESSAGE = 4000;
+const MAX_LINES = 1000;
+const MAX_LINE = 2000;
+const RETRY_IN_MAX = 31_536_000;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+/** `value` as text of at most `limit` characters the server stores: NUL escaped, a lone surrogate replaced. */
+function clean(value, limit) {
+    // Cut before replacing: a cut through a surrogate pair leaves a lone half.
+    return text(value).replaceAll("\0", "\\x00").slice(0, limit).replace(LONE_SURROGATE, "\ufffd");
+}
+/** `report` within the server's limits, whatever a handler put in it (a thrown object's fields may be anything). */
+function sanitized(report) {
+    try {
+        const { errtype, message, retry_in, retry } = report;
+        const backtrace = report.backtrace;
+        const lines = Array.isArray(backtrace) ? backtrace : typeof backtrace === "string" ? backtrace.split("\n") : [];
+        const out = {
+            errtype: clean(errtype ?? "", MAX_ERRTYPE) || "unknown",
+            message: clean(message ?? "", MAX_MESSAGE),
+            backtrace: lines.slice(0, MAX_LINES).map((line) => clean(line, MAX_LINE)),
+        };
+        if (typeof retry_in === "number" && Number.isFinite(retry_in))
+            out.retry_in = Math.min(RETRY_IN_MAX, Math.max(0, retry_in));
+        if (retry === false)
+            out.retry = false;
+        return out;
+    }
+    catch {
+        return { errtype: "unknown", message: UNDESCRIBABLE, backtrace: [] };
+    }
 }
 /** The server refused what an ack carried (a result too large or not storable, or a batch too big). */
 function refusedBody(error) {
     return (error instanceof WerkError &&
-        (error.code === "result_too_large" || error.code === "invalid_request" || error.code === "payload_too_large"));
+        (error.code === "result_too_large" ||
+            error.code === "invalid_request" ||
+            error.code === "invalid_json" ||
+            error.code === "payload_too_large"));
 }
-/** A handler's return value as the job's result: only what JSON carries (else undefined: none). */
+// A lone surrogate as JSON.stringify writes it (a \u escape whose backslash is not itself escaped):
+// the server refuses such JSON (invalid_json).
+const ESCAPED_LONE_SURROGATE = /(?<!\\)(?:\\\\)*\\ud[89a-f]/;
+/**
+ * A handler's return value as the job's result: only what JSON carries, as well-formed Unicode
+ * (else undefined: none).
+ */
 function sendable(value) {
     if (value === undefined || value === null)
         return undefined;
     try {
-        return JSON.stringify(value) === undefined ? undefined : value;
+        const json = JSON.stringify(value);
+        if (json === undefined)
+            return undefined;
+        return json.includes("\\ud") && ESCAPED_LONE_SURROGATE.test(json) ? undefined : value;
     }
     catch {
         return undefined;

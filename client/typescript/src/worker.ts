@@ -2,7 +2,7 @@ import { hostname as osHostname } from "node:os";
 
 import { AckBatcher } from "./acks.js";
 import { Client, type ClientOptions, newJid } from "./client.js";
-import { JobNotFound, LeaseLost, NoRetry, RetryIn, WerkError } from "./errors.js";
+import { JobNotFound, LeaseLost, NoRetry, RetryIn, Unavailable, ValidationError, WerkError } from "./errors.js";
 import { RESERVE_FOR_MAX, TIMEOUT_ERRTYPE, TimeoutError, checkTimeout, customTimeout, weightedOrder } from "./timeouts.js";
 import type { FailReport, FetchedJob, WorkerState } from "./types.js";
 
@@ -88,9 +88,25 @@ interface Running {
   lost: boolean;
   /** Its handler returned (or never ran): its slot of `concurrency` is free. */
   handled: boolean;
+  /** Its ack or fail is under way (or sent): whoever set it settles the attempt, nobody else. */
+  settling: boolean;
+  /** Gone from `running`: its lease is no longer kept. */
+  finished: boolean;
   timedOut?: boolean;
   extendTimer?: NodeJS.Timeout;
 }
+
+// Tries to deliver an ack or fail while the server cannot be reached (each try already retried
+// by the client): a server restart takes seconds, and a job whose outcome is lost runs again
+// once its lease expires. Fewer while stopping, so an outage cannot hold the exit for long.
+const SETTLE_TRIES = 6;
+const SETTLE_TRIES_STOPPING = 3;
+const SETTLE_BACKOFF_MS = 500;
+const SETTLE_BACKOFF_CAP_MS = 10_000;
+// A failed lease extension is tried again this soon (or at half the interval, if shorter): the
+// regular interval may end after the lease did.
+const EXTEND_RETRY_MS = 5_000;
+const REFUSED_REPORT = "(the failure details were refused by the server)";
 
 /**
  * Fetches jobs from `queues` in batches (long polling), runs their handlers with up to
@@ -124,8 +140,11 @@ export class Worker {
   private readonly handleSignals: boolean;
   private readonly onError: (error: unknown, job?: FetchedJob) => void;
   private readonly acks: AckBatcher | undefined;
-  /** Fetched and not yet settled. */
-  private readonly running = new Map<string, Running>();
+  /**
+   * Fetched and not yet settled, one entry per attempt: a job killed and retried can be fetched
+   * again while its earlier attempt's handler still runs, under the same jid.
+   */
+  private readonly running = new Set<Running>();
   /** Of those, the jobs whose handler has not returned. */
   private handling = 0;
   /** Jobs asked for by the fetches in flight. */
@@ -134,7 +153,8 @@ export class Worker {
   private fetchFailures = 0;
   private stateValue: WorkerState = "running";
   private stopping = false;
-  private graceMs: number;
+  /** When the shutdown grace ends (Date.now() milliseconds): set by the first stop, moved earlier by later ones. */
+  private deadline = Infinity;
   private fetchAbort = new AbortController();
   private wakeResolvers: Array<() => void> = [];
   private stopResolvers: Array<() => void> = [];
@@ -155,14 +175,22 @@ export class Worker {
     this.fetchWait = options.fetchWait ?? 5;
     this.beatIntervalMs = options.beatIntervalMs ?? 15_000;
     this.shutdownGraceMs = options.shutdownGraceMs ?? 25_000;
-    this.graceMs = this.shutdownGraceMs;
     this.shutdownRetryIn = options.shutdownRetryIn ?? 0;
     if (!(this.shutdownRetryIn >= 0)) throw new RangeError(`shutdownRetryIn must be >= 0 (${this.shutdownRetryIn})`);
     this.backtraceLines = options.backtraceLines ?? 50;
     this.extendAt = options.extendAt ?? 0.5;
     this.labels = options.labels ?? ["node"];
     this.handleSignals = options.handleSignals ?? true;
-    this.onError = options.onError ?? ((error, job) => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error));
+    const report = (error: unknown, job?: FetchedJob): void => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error);
+    const onError = options.onError ?? report;
+    // What cannot be thrown must not throw either: a throwing onError would reject a job's settling.
+    this.onError = (error, job) => {
+      try {
+        onError(error, job);
+      } catch (failure) {
+        report(failure, job);
+      }
+    };
     this.acks = options.batchAck === false ? undefined : new AckBatcher(this.client);
     for (const [jobtype, handler] of Object.entries(options.handlers ?? {})) this.register(jobtype, handler);
   }
@@ -201,7 +229,7 @@ export class Worker {
   }
 
   get runningJids(): string[] {
-    return [...this.running.keys()];
+    return [...this.running].map((entry) => entry.job.jid);
   }
 
   /** Stop fetching; running jobs finish. */
@@ -211,9 +239,12 @@ export class Worker {
     this.wake();
   }
 
-  /** Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves. */
+  /**
+   * Graceful shutdown: quiet, give running jobs `graceMs`, fail what is left, then `run()` resolves.
+   * Called again (a second signal, `terminate`), a shorter grace ends the wait sooner.
+   */
   stop(graceMs: number = this.shutdownGraceMs): void {
-    this.graceMs = Math.min(this.graceMs, graceMs);
+    this.deadline = Math.min(this.deadline, Date.now() + Math.max(0, graceMs));
     this.stopping = true;
     this.stateValue = "terminate";
     this.fetchAbort.abort();
@@ -230,7 +261,7 @@ export class Worker {
   async run(): Promise<void> {
     this.stateValue = "running";
     this.stopping = false;
-    this.graceMs = this.shutdownGraceMs;
+    this.deadline = Infinity;
     this.fetchAbort = new AbortController();
     this.handling = 0;
     this.requested = 0;
@@ -346,16 +377,29 @@ export class Worker {
   // -- one job -------------------------------------------------------------------------------
 
   private start(job: FetchedJob): void {
-    const entry: Running = { job, controller: new AbortController(), lost: false, handled: false };
-    this.running.set(job.jid, entry);
+    const entry: Running = { job, controller: new AbortController(), lost: false, handled: false, settling: false, finished: false };
+    this.running.add(entry);
     this.handling++;
     this.scheduleExtend(entry);
-    void this.execute(entry).finally(() => {
-      clearTimeout(entry.extendTimer);
-      this.running.delete(job.jid);
-      this.handled(entry);
-      this.wake();
-    });
+    void this.execute(entry)
+      .catch((error: unknown) => this.executeFailed(entry, error))
+      .finally(() => {
+        entry.finished = true;
+        clearTimeout(entry.extendTimer);
+        this.running.delete(entry);
+        this.handled(entry);
+        this.wake();
+      });
+  }
+
+  /** `execute` itself threw (a bug, or a value nothing could handle): the attempt still fails, so its job is not left active. */
+  private async executeFailed(entry: Running, error: unknown): Promise<void> {
+    this.onError(error, entry.job);
+    this.handled(entry);
+    if (entry.settling || entry.lost) return;
+    entry.settling = true;
+    clearTimeout(entry.extendTimer);
+    await this.settleFailure(entry, { errtype: "WorkerError", message: `the worker could not run the job: ${text(error)}`, backtrace: [] });
   }
 
   /** Frees `entry`'s handler slot (once), so the fetch loop may ask for more while its ack is on its way. */
@@ -370,6 +414,7 @@ export class Worker {
     const { job } = entry;
     const registered = this.handlers.get(job.jobtype);
     if (registered === undefined) {
+      entry.settling = true;
       await this.settleFailure(entry, {
         errtype: "UnknownJobType",
         message: `no handler registered for jobtype ${JSON.stringify(job.jobtype)} on this worker`,
@@ -380,7 +425,9 @@ export class Worker {
     const ctx: JobContext = {
       job,
       signal: entry.controller.signal,
-      checkpoint: (progress) => this.extend(entry, progress, true),
+      checkpoint: async (progress) => {
+        await this.extend(entry, progress, true);
+      },
     };
     let timeout: number | undefined;
     try {
@@ -388,7 +435,8 @@ export class Worker {
       timeout = custom === undefined ? registered.timeout : checkTimeout(custom, job.reserve_for, `job ${job.jid}`);
     } catch (error) {
       // Pushed around the SDK's check: it can never run within its reservation.
-      await this.settleFailure(entry, { errtype: "InvalidTimeout", message: String((error as Error).message), backtrace: [], retry: false });
+      entry.settling = true;
+      await this.settleFailure(entry, { errtype: "InvalidTimeout", message: text((error as Error).message), backtrace: [], retry: false });
       return;
     }
     let call = (): Promise<unknown> => Promise.resolve().then(() => registered.handler(job.args as unknown[], ctx));
@@ -403,11 +451,13 @@ export class Worker {
     const outcome = timeout === undefined ? await running : await this.within(entry, running, timeout);
     this.handled(entry);
     // Settled elsewhere (lease lost / shut down); a timed-out job is this worker's to fail.
-    if (entry.lost || (entry.controller.signal.aborted && !entry.timedOut)) return;
+    if (entry.settling || entry.lost || (entry.controller.signal.aborted && !entry.timedOut)) return;
+    entry.settling = true;
     clearTimeout(entry.extendTimer);
     if (outcome.ok) {
       try {
-        if (!(await this.ackCompleted(job.jid, job.lease, sendable(outcome.value)))) {
+        const result = sendable(outcome.value);
+        if (!(await this.persist(() => this.ackCompleted(job.jid, job.lease, result)))) {
           entry.lost = true; // the lease was no longer ours: the job is someone else's now
           return;
         }
@@ -416,7 +466,7 @@ export class Worker {
         this.reportSettleError(error, entry);
       }
     } else {
-      await this.settleFailure(entry, describe(outcome.error, this.maxLines(job)));
+      await this.settleFailure(entry, describeFailure(outcome.error, this.maxLines(job)));
     }
   }
 
@@ -480,10 +530,36 @@ export class Worker {
 
   private async settleFailure(entry: Running, report: FailReport): Promise<void> {
     this.failed++;
+    const { jid, lease } = entry.job;
+    let sent = sanitized(report);
     try {
-      await this.client.fail(entry.job.jid, entry.job.lease, report);
+      try {
+        await this.persist(() => this.client.fail(jid, lease, sent));
+      } catch (error) {
+        if (!(error instanceof ValidationError)) throw error;
+        // Never expected, as the report is within the server's limits; still, a recorded failure beats a lost one.
+        sent = { ...sent, message: REFUSED_REPORT, backtrace: [] };
+        await this.persist(() => this.client.fail(jid, lease, sent));
+      }
     } catch (error) {
       this.reportSettleError(error, entry);
+    }
+  }
+
+  /**
+   * `send()`, tried again after a backoff while the server cannot be reached: up to SETTLE_TRIES
+   * tries, SETTLE_TRIES_STOPPING once the worker is stopping (a stop cuts a backoff short). Each
+   * job waits on its own, so one job's retries hold up no other job's ack or fail.
+   */
+  private async persist<T>(send: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await send();
+      } catch (error) {
+        if (!(error instanceof Unavailable) || attempt >= (this.stopping ? SETTLE_TRIES_STOPPING : SETTLE_TRIES)) throw error;
+        await this.backoff(Math.min(SETTLE_BACKOFF_CAP_MS, SETTLE_BACKOFF_MS * 2 ** (attempt - 1)));
+        if (this.stopping && attempt >= SETTLE_TRIES_STOPPING) throw error;
+      }
     }
   }
 
@@ -501,31 +577,34 @@ export class Worker {
     );
   }
 
-  private scheduleExtend(entry: Running): void {
-    const delayMs = Math.max(1000, entry.job.reserve_for * 1000 * this.extendAt);
+  /** Extend `entry`'s lease in `delayMs` (default: the regular interval), and again after each extension. */
+  private scheduleExtend(entry: Running, delayMs = Math.max(1000, entry.job.reserve_for * 1000 * this.extendAt)): void {
+    if (entry.finished || entry.settling) return;
     entry.extendTimer = setTimeout(() => {
       void this.extend(entry, undefined, false).then(
-        () => this.scheduleExtend(entry),
+        (extended) => this.scheduleExtend(entry, extended ? undefined : Math.min(EXTEND_RETRY_MS, delayMs / 2)),
         () => undefined,
       );
     }, delayMs);
     entry.extendTimer.unref();
   }
 
-  private async extend(entry: Running, progress: unknown, withProgress: boolean): Promise<void> {
+  /** Resolves false when a regular extension failed for a reason retrying may fix. */
+  private async extend(entry: Running, progress: unknown, withProgress: boolean): Promise<boolean> {
     if (entry.lost) throw new LeaseLost("the lease was lost", { code: "lease_lost", status: 409 });
     try {
       await this.client.extend(entry.job.jid, entry.job.lease, {
         reserve_for: entry.job.reserve_for,
         ...(withProgress ? { progress } : {}),
       });
+      return true;
     } catch (error) {
       if (error instanceof LeaseLost || error instanceof JobNotFound) {
         entry.lost = true;
         entry.controller.abort(error);
       } else if (!withProgress) {
         this.onError(error, entry.job);
-        return; // transient: try again at the next interval
+        return false; // tried again soon: the lease may run out before the next interval
       }
       throw error;
     }
@@ -533,14 +612,20 @@ export class Worker {
 
   // -- shutdown ------------------------------------------------------------------------------
 
+  /**
+   * Waits for the running jobs until the shutdown deadline (which a later stop may move earlier),
+   * fails the ones whose handler is still running, and waits for the acks and fails under way.
+   */
   private async drain(): Promise<void> {
-    const deadline = Date.now() + this.graceMs;
-    while (this.running.size > 0 && Date.now() < deadline) {
-      await Promise.race([this.waitForWake(), new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
+    while (this.running.size > 0 && Date.now() < this.deadline) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.waitForWake(), new Promise((r) => (timer = setTimeout(r, this.deadline - Date.now())))]);
+      clearTimeout(timer);
     }
-    const left = [...this.running.values()];
+    const left = [...this.running].filter((entry) => !entry.settling);
     await Promise.all(
       left.map(async (entry) => {
+        entry.settling = true;
         clearTimeout(entry.extendTimer);
         entry.controller.abort(new Error("worker shutting down"));
         await this.settleFailure(entry, {
@@ -549,10 +634,13 @@ export class Worker {
           backtrace: [],
           retry_in: this.shutdownRetryIn,
         });
-        this.running.delete(entry.job.jid);
+        entry.finished = true;
+        this.running.delete(entry);
         this.handled(entry);
       }),
     );
+    // The others are being acked or failed, within their (shutdown) tries.
+    while (this.running.size > 0) await this.waitForWake();
   }
 
   private wake(): void {
@@ -566,6 +654,11 @@ export class Worker {
   /** Sleep, cut short by stop(). */
   private pause(ms: number): Promise<void> {
     if (this.stopping) return Promise.resolve();
+    return this.backoff(ms);
+  }
+
+  /** Sleep, cut short by the next stop() (also once stopping: a later stop shortens the grace). */
+  private backoff(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
@@ -578,7 +671,18 @@ export class Worker {
   }
 }
 
-/** The failure report for what a handler threw, with at most `maxLines` lines of its stack. */
+/**
+ * The failure report for what a handler threw, with at most `maxLines` lines of its stack. Never
+ * throws: a handler may throw anything, including values that refuse to be converted or inspected.
+ */
+function describeFailure(error: unknown, maxLines: number): FailReport {
+  try {
+    return describe(error, maxLines);
+  } catch {
+    return { errtype: "unknown", message: UNDESCRIBABLE, backtrace: [] };
+  }
+}
+
 function describe(error: unknown, maxLines: number): FailReport {
   if (error instanceof RetryIn || error instanceof NoRetry) {
     // Raised with a cause, they report the cause's type, message and stack.
@@ -589,28 +693,94 @@ function describe(error: unknown, maxLines: number): FailReport {
   if (error instanceof TimeoutError) return { errtype: TIMEOUT_ERRTYPE, message: error.message, backtrace: [] };
   if (error instanceof Error) return { ...plain(error, maxLines), errtype: error.name || "Error" };
   if (error !== null && typeof error === "object" && "errtype" in error) return error as FailReport;
-  return { errtype: typeof error, message: String(error), backtrace: [] };
+  return { errtype: typeof error, message: text(error), backtrace: [] };
 }
 
 /** The message and the innermost `maxLines` lines of the stack (none when `maxLines` is not positive). */
 function plain(error: Error, maxLines: number): { message: string; backtrace: string[] } {
-  const lines = (error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
-  return { message: error.message, backtrace: maxLines > 0 ? lines.slice(0, maxLines) : [] };
+  const lines = text(error.stack ?? "").split("\n").slice(1).map((l) => l.trim()).filter(Boolean);
+  return { message: text(error.message), backtrace: maxLines > 0 ? lines.slice(0, maxLines) : [] };
+}
+
+const UNDESCRIBABLE = "(a value that cannot be converted to text)";
+
+/** `value` as text: `String(value)`, else its JSON, else a fixed description (never throws). */
+function text(value: unknown): string {
+  if (typeof value === "string") return value;
+  try {
+    return String(value);
+  } catch {
+    try {
+      const json = JSON.stringify(value);
+      if (typeof json === "string") return json;
+    } catch {
+      // fall through: nothing describes it
+    }
+    return UNDESCRIBABLE;
+  }
+}
+
+// What the server takes of a failure report (errtype 200 characters, message 10,000, backtrace
+// 1,000 lines of 10,000; no NUL, well-formed Unicode): a report it refused would be a failure
+// never recorded, the job left to sit out its lease. Messages and lines are kept shorter, as the
+// Python SDK keeps them: the start of a long message says what went wrong.
+const MAX_ERRTYPE = 200;
+const MAX_MESSAGE = 4000;
+const MAX_LINES = 1000;
+const MAX_LINE = 2000;
+const RETRY_IN_MAX = 31_536_000;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** `value` as text of at most `limit` characters the server stores: NUL escaped, a lone surrogate replaced. */
+function clean(value: unknown, limit: number): string {
+  // Cut before replacing: a cut through a surrogate pair leaves a lone half.
+  return text(value).replaceAll("\0", "\\x00").slice(0, limit).replace(LONE_SURROGATE, "\ufffd");
+}
+
+/** `report` within the server's limits, whatever a handler put in it (a thrown object's fields may be anything). */
+function sanitized(report: FailReport): FailReport {
+  try {
+    const { errtype, message, retry_in, retry } = report;
+    const backtrace: unknown = report.backtrace;
+    const lines: unknown[] = Array.isArray(backtrace) ? backtrace : typeof backtrace === "string" ? backtrace.split("\n") : [];
+    const out: FailReport = {
+      errtype: clean(errtype ?? "", MAX_ERRTYPE) || "unknown",
+      message: clean(message ?? "", MAX_MESSAGE),
+      backtrace: lines.slice(0, MAX_LINES).map((line) => clean(line, MAX_LINE)),
+    };
+    if (typeof retry_in === "number" && Number.isFinite(retry_in)) out.retry_in = Math.min(RETRY_IN_MAX, Math.max(0, retry_in));
+    if (retry === false) out.retry = false;
+    return out;
+  } catch {
+    return { errtype: "unknown", message: UNDESCRIBABLE, backtrace: [] };
+  }
 }
 
 /** The server refused what an ack carried (a result too large or not storable, or a batch too big). */
 function refusedBody(error: unknown): error is WerkError {
   return (
     error instanceof WerkError &&
-    (error.code === "result_too_large" || error.code === "invalid_request" || error.code === "payload_too_large")
+    (error.code === "result_too_large" ||
+      error.code === "invalid_request" ||
+      error.code === "invalid_json" ||
+      error.code === "payload_too_large")
   );
 }
 
-/** A handler's return value as the job's result: only what JSON carries (else undefined: none). */
+// A lone surrogate as JSON.stringify writes it (a \u escape whose backslash is not itself escaped):
+// the server refuses such JSON (invalid_json).
+const ESCAPED_LONE_SURROGATE = /(?<!\\)(?:\\\\)*\\ud[89a-f]/;
+
+/**
+ * A handler's return value as the job's result: only what JSON carries, as well-formed Unicode
+ * (else undefined: none).
+ */
 function sendable(value: unknown): unknown {
   if (value === undefined || value === null) return undefined;
   try {
-    return JSON.stringify(value) === undefined ? undefined : value;
+    const json = JSON.stringify(value);
+    if (json === undefined) return undefined;
+    return json.includes("\\ud") && ESCAPED_LONE_SURROGATE.test(json) ? undefined : value;
   } catch {
     return undefined;
   }
