@@ -5,15 +5,12 @@ package werk
 // limits and signalling every worker.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -118,27 +115,8 @@ func TestAdminRequestsNameOnlyTheFiltersGiven(t *testing.T) {
 // deletes them may have been done, so it is sent once; reads, pausing and signalling workers are
 // the same done twice, and are sent again.
 func TestAdminActionsAreNotSentAgainAfterALostAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var requests atomic.Int32
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
-					requests.Add(1)
-				}
-			}()
-		}
-	}()
-	c := NewClient("http://" + ln.Addr().String())
+	url, requests := hangingUp(t)
+	c := NewClient(url)
 	c.Retries = 2
 	ctx := context.Background()
 	for _, call := range []struct {

@@ -1,12 +1,8 @@
 package werk
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net"
-	"net/http"
-	"sync/atomic"
 	"testing"
 )
 
@@ -112,27 +108,8 @@ func TestAChildBatchOpensFromItsParentsHandle(t *testing.T) {
 // done, so a batch's creation is not sent again (a second request would open a second batch),
 // while a push (its jid minted here, so repeating it is harmless) is.
 func TestCreateBatchIsNotSentAgainAfterALostAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var requests atomic.Int32
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
-					requests.Add(1)
-				}
-			}()
-		}
-	}()
-	c := NewClient("http://" + ln.Addr().String())
+	url, requests := hangingUp(t)
+	c := NewClient(url)
 	c.Retries = 2
 	ctx := context.Background()
 	if _, err := c.CreateBatch(ctx, BatchNew{Description: "once"}); err == nil {

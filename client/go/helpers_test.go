@@ -1,7 +1,11 @@
 package werk
 
 import (
+	"bufio"
+	"net"
+	"net/http"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -31,4 +35,31 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() b
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// hangingUp starts a server that reads each request and hangs up without answering (the
+// request may have been done), for tests of what a client sends again; it counts the requests.
+func hangingUp(t *testing.T) (string, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var requests atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+					requests.Add(1)
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), &requests
 }

@@ -3,11 +3,10 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { createServer as createHttpServer } from "node:http";
-import { createServer } from "node:net";
 import { describe, it } from "node:test";
 
 import { Client, JobNotFound, WerkError } from "../src/index.js";
-import { URL_, uniqueQueue } from "./helpers.js";
+import { URL_, hangingUp, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
 const FAR = "2999-01-01T00:00:00Z";
@@ -176,26 +175,12 @@ describe("admin: the request", () => {
   });
 
   it("sends job actions, bulk actions and clears once after a lost answer; reads, pauses and signals again", async () => {
-    // A server that reads each request and hangs up without answering.
-    let requests = 0;
-    const server = createServer((socket) => {
-      let seen = "";
-      socket.on("data", (chunk) => {
-        seen += chunk.toString("latin1");
-        if (seen.includes("\r\n\r\n")) {
-          requests += 1;
-          seen = "";
-          socket.destroy();
-        }
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const { port } = server.address() as { port: number };
-    const lost = new Client({ url: `http://127.0.0.1:${port}`, retries: 2 });
+    const server = await hangingUp();
+    const lost = new Client({ url: server.url, retries: 2 });
     const sent = async (call: () => Promise<unknown>): Promise<number> => {
-      const before = requests;
+      const before = server.requests;
       await assert.rejects(call());
-      return requests - before;
+      return server.requests - before;
     };
     try {
       for (const once of [

@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
-import { createServer } from "node:net";
 import { describe, it } from "node:test";
 
 import { BatchClosed, BatchNotFound, Client } from "../src/index.js";
-import { URL_, uniqueQueue } from "./helpers.js";
+import { URL_, hangingUp, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
 
@@ -76,27 +75,13 @@ describe("child batches", () => {
 
 describe("batch creation after a lost answer", () => {
   it("is not sent again (it would open a second batch), while a push is", async () => {
-    // A server that reads each request and hangs up without answering.
-    let requests = 0;
-    const server = createServer((socket) => {
-      let seen = "";
-      socket.on("data", (chunk) => {
-        seen += chunk.toString("latin1");
-        if (seen.includes("\r\n\r\n")) {
-          requests += 1;
-          seen = "";
-          socket.destroy();
-        }
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const { port } = server.address() as { port: number };
-    const lost = new Client({ url: `http://127.0.0.1:${port}`, retries: 2 });
+    const server = await hangingUp();
+    const lost = new Client({ url: server.url, retries: 2 });
     try {
       await assert.rejects(lost.createBatch({ description: "once" }));
-      assert.equal(requests, 1);
+      assert.equal(server.requests, 1);
       await assert.rejects(lost.push({ jobtype: "t" }));
-      assert.equal(requests, 1 + 3);
+      assert.equal(server.requests, 1 + 3);
     } finally {
       server.close();
     }
