@@ -253,6 +253,14 @@ async def test_the_admin_list_pages_newest_first(api):
     assert r.json()["next"] is None
 
 
+@pytest.mark.parametrize("cursor", ["\x00", "b-a\x00b", "not a bid", "\u00e9"])
+async def test_a_cursor_that_is_no_bid_is_refused(api, cursor):
+    r = await api.http.get("/v1/batches", params={"cursor": cursor})
+    assert r.status_code == 422, r.text
+    assert r.json()["code"] == "invalid_request"
+    assert r.json()["errors"][0]["loc"] == "cursor"
+
+
 @pytest.mark.parametrize("action", ["cancel", "delete"])
 async def test_a_member_cancelled_or_deleted_ends_badly(api, action):
     b = await new_batch(api, **callbacks(complete="done", death="bad"))

@@ -82,7 +82,17 @@ async def get_batch(bid: BidPath, services: ServicesDep) -> Response:
 @admin_router.get("/batches", operation_id="admin-batches-list", response_model=s.BatchPage)
 async def list_batches(
     services: ServicesDep,
-    cursor: Annotated[str | None, Query(max_length=rules.BID_MAX_LENGTH)] = None,
+    cursor: Annotated[
+        str | None,
+        # A cursor is the bid a page answered as `next`; a NUL, which no text column holds,
+        # would reach PostgreSQL and fail there.
+        Query(
+            min_length=1,
+            max_length=rules.BID_MAX_LENGTH,
+            pattern=JID_PATTERN,
+            description="The `next` of the previous page.",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     unfinished: Annotated[bool, Query(description="Only batches not finished.")] = False,
 ) -> Response:
