@@ -82,6 +82,8 @@ type Worker struct {
 	graceCut  time.Duration
 	graceCh   chan struct{} // told when graceCut shrinks, so a drain under way ends sooner
 	fetchStop context.CancelFunc
+	active    bool // Run is under way
+	stopEarly bool // Stop or Terminate came while it was not: the next Run returns at once
 
 	processed, failed int
 	acks              *ackBatcher
@@ -178,14 +180,27 @@ func (w *Worker) Quiet() {
 	w.poke()
 }
 
-// Stop shuts down gracefully (running jobs get ShutdownGrace); Run returns when done.
-func (w *Worker) Stop() { w.stopWithGrace(-1) }
+// Stop shuts down gracefully (running jobs get ShutdownGrace); Run returns when done. Called
+// while Run is not under way (before it, as when Run was started in a goroutine that has not
+// got there yet), it makes the next Run return nil at once, without starting: no hooks, no
+// requests.
+func (w *Worker) Stop() { w.stopWithGrace(-1, true) }
 
-// Terminate shuts down now: running jobs are failed at once (they retry).
-func (w *Worker) Terminate() { w.stopWithGrace(0) }
+// Terminate shuts down now: running jobs are failed at once (they retry). Called while Run is
+// not under way, it makes the next Run return at once, as Stop does.
+func (w *Worker) Terminate() { w.stopWithGrace(0, true) }
 
-func (w *Worker) stopWithGrace(grace time.Duration) {
+// stopWithGrace stops the run under way; early: when none is, the next Run returns at once (the
+// caller's Stop or Terminate), otherwise nothing is done (Run's own goroutines, which may call
+// it as Run returns).
+func (w *Worker) stopWithGrace(grace time.Duration, early bool) {
 	w.mu.Lock()
+	if !w.active {
+		// Run has not made its channels: it will find this instead.
+		w.stopEarly = w.stopEarly || early
+		w.mu.Unlock()
+		return
+	}
 	if grace >= 0 && (w.graceCut < 0 || grace < w.graceCut) {
 		w.graceCut = grace
 		select {
@@ -262,19 +277,16 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("werk: weights must name queues of Queues, each >= 1 (%s: %d)", q, weight)
 		}
 	}
-	for _, hook := range w.startup {
-		if err := hook(ctx); err != nil {
-			return err
-		}
-	}
-	defer func() {
-		for _, hook := range w.shutdown {
-			if err := hook(context.Background()); err != nil {
-				w.Logger.Printf("werk worker %s: shutdown hook: %v", w.WID, err)
-			}
-		}
-	}()
+	// The channels Stop and Terminate use are made before the startup hooks run: a stop
+	// during them is not lost.
 	w.mu.Lock()
+	if w.stopEarly {
+		w.stopEarly = false
+		w.mu.Unlock()
+		return nil
+	}
+	w.active = true
+	before := w.state
 	w.state = StateRunning
 	w.running = map[*runningJob]struct{}{}
 	w.handling, w.requested, w.fetches = 0, 0, 0
@@ -288,6 +300,26 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.acks = &ackBatcher{client: w.Client}
 	}
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.active = false
+		w.mu.Unlock()
+	}()
+	for _, hook := range w.startup {
+		if err := hook(ctx); err != nil {
+			w.mu.Lock()
+			w.state = before // it never ran
+			w.mu.Unlock()
+			return err
+		}
+	}
+	defer func() {
+		for _, hook := range w.shutdown {
+			if err := hook(context.Background()); err != nil {
+				w.Logger.Printf("werk worker %s: shutdown hook: %v", w.WID, err)
+			}
+		}
+	}()
 
 	if !w.IgnoreSignals {
 		signals := make(chan os.Signal, 2)
@@ -305,9 +337,9 @@ func (w *Worker) Run(ctx context.Context) error {
 					return
 				}
 				if count == 1 {
-					w.Stop()
+					w.stopWithGrace(-1, false)
 				} else {
-					w.Terminate()
+					w.stopWithGrace(0, false)
 					return
 				}
 			}
@@ -316,7 +348,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() {
 		select {
 		case <-ctx.Done():
-			w.Stop()
+			w.stopWithGrace(-1, false)
 		case <-w.stopCh:
 		}
 	}()
@@ -591,7 +623,7 @@ func (w *Worker) beatLoop() {
 		} else if state == StateQuiet && w.State() == StateRunning {
 			w.Quiet()
 		} else if state == StateTerminate {
-			w.Stop()
+			w.stopWithGrace(-1, false)
 		}
 		select {
 		case <-w.stopCh:

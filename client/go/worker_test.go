@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -258,5 +259,60 @@ func TestWorkerStopsGracefullyOnSIGTERM(t *testing.T) {
 	}
 	if w.Processed() != 1 || w.Failed() != 1 {
 		t.Fatalf("processed %d failed %d", w.Processed(), w.Failed())
+	}
+}
+
+// Stop or Terminate before Run (as when Run was started in a goroutine that has not got there
+// yet) makes Run return at once, without starting; the Run after that works as usual.
+func TestStopBeforeRunMakesRunReturnAtOnce(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/beat":
+			_, _ = w.Write([]byte(`{"state":"running"}`))
+		case "/v1/fetch":
+			time.Sleep(20 * time.Millisecond)
+			_, _ = w.Write([]byte(`{"jobs":[]}`))
+		default:
+			http.Error(w, "unexpected", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	for _, stop := range []func(*Worker){(*Worker).Stop, (*Worker).Terminate} {
+		w := quietWorker(NewClient(srv.URL), "q")
+		var hooks atomic.Int32
+		w.OnStartup(func(context.Context) error { hooks.Add(1); return nil })
+		w.OnShutdown(func(context.Context) error { hooks.Add(1); return nil })
+		stop(w)
+		stop(w) // twice: still one Run
+		done := make(chan error, 1)
+		go func() { done <- w.Run(context.Background()) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Run after a stop: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run after a stop did not return")
+		}
+		if n := requests.Load(); n != 0 || hooks.Load() != 0 {
+			t.Fatalf("Run after a stop sent %d requests and ran %d hooks", n, hooks.Load())
+		}
+
+		// The stop was used up: the next Run works until stopped.
+		go func() { done <- w.Run(context.Background()) }()
+		eventually(t, 5*time.Second, "a fetch", func() bool { return requests.Load() >= 2 })
+		select {
+		case err := <-done:
+			t.Fatalf("the second Run returned before it was stopped: %v", err)
+		default:
+		}
+		stop(w)
+		if err := <-done; err != nil || hooks.Load() != 2 {
+			t.Fatalf("the second Run: %v, %d hooks", err, hooks.Load())
+		}
+		requests.Store(0)
 	}
 }
