@@ -77,10 +77,12 @@ func transportFor(baseURL string) http.RoundTripper {
 	return newConnTransport()
 }
 
-// Header values shared by every request (net/http only reads them).
+// Header values shared by every request (net/http only reads them), and the headers of a
+// request with no token and no others, shared whole where nothing adds to them (Client.once).
 var (
-	jsonType  = []string{"application/json"}
-	userAgent = []string{"werk-client-go/" + Version}
+	jsonType    = []string{"application/json"}
+	userAgent   = []string{"werk-client-go/" + Version}
+	plainHeader = http.Header{"Content-Type": jsonType, "Accept": jsonType, "User-Agent": userAgent}
 )
 
 // NewJID returns a new job id, in the form the server gives jobs pushed without one: the Unix
@@ -88,6 +90,39 @@ var (
 // takes a random start and the others count up from it, so a process's jids only grow: a batch's
 // keys land side by side in the job table's primary key instead of each on a page of its own.
 func NewJID() string {
+	jids := reserveJIDs(1)
+	var jid [28]byte
+	jids.write(&jid)
+	return string(jid[:])
+}
+
+// jidRun is a run of consecutive jids reserved together, hi and lo the next one's parts.
+type jidRun struct{ hi, lo uint64 }
+
+func (r *jidRun) write(jid *[28]byte) {
+	hexDigits(jid[:12], r.hi)
+	hexDigits(jid[12:], r.lo)
+	if r.lo++; r.lo == 0 {
+		r.hi++
+	}
+}
+
+// append appends the next jid as a JSON string.
+func (r *jidRun) append(b []byte) []byte {
+	var jid [28]byte
+	r.write(&jid)
+	b = append(b, '"')
+	b = append(b, jid[:]...)
+	return append(b, '"')
+}
+
+// reserveJIDs reserves n jids (none when n is 0): the first as NewJID would give it, the others
+// counting up from it, as NewJID gives those of one millisecond. A batch push takes the clock
+// and the lock once, not once a job.
+func reserveJIDs(n int) jidRun {
+	if n == 0 {
+		return jidRun{}
+	}
 	ms := uint64(time.Now().UnixMilli())
 	minted.Lock()
 	defer minted.Unlock()
@@ -106,10 +141,14 @@ func NewJID() string {
 	} else if minted.lo++; minted.lo == 0 {
 		minted.hi++
 	}
-	var jid [28]byte
-	hexDigits(jid[:12], minted.hi)
-	hexDigits(jid[12:], minted.lo)
-	return string(jid[:])
+	run := jidRun{minted.hi, minted.lo}
+	// minted is left at the last jid of the run.
+	if lo := minted.lo + uint64(n-1); lo < minted.lo {
+		minted.hi, minted.lo = minted.hi+1, lo
+	} else {
+		minted.lo = lo
+	}
+	return run
 }
 
 // hexDigits writes the low len(dst) hex digits of v into dst, zero-padded.
@@ -151,6 +190,7 @@ func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult
 	if err != nil {
 		return nil, fmt.Errorf("werk: encoding the request: %w", err)
 	}
+	defer c.recycle(bodies)
 	// Each answer's jobs are decoded straight into the one list, sized for them all.
 	merged := &PushManyResult{Jobs: make([]Job, 0, len(specs)), JIDs: make([]string, 0, len(specs)), Existed: []string{}}
 	for k, body := range bodies {
@@ -164,6 +204,17 @@ func (c *Client) PushMany(ctx context.Context, specs []JobSpec) (*PushManyResult
 		merged.merge(k*MaxBatch, part.Created, part.JIDs, part.Existed, part.Conflicts, part.Refs)
 	}
 	return merged, nil
+}
+
+// recycle gives the bodies of sent requests back to the pools, when the client's own transport
+// sent them: it writes a body whole before its call returns, where net/http's may still be
+// reading one after.
+func (c *Client) recycle(bodies []encoded) {
+	if _, own := c.HTTP.Transport.(*connTransport); own {
+		for _, body := range bodies {
+			putBuffer(body)
+		}
+	}
 }
 
 // merge adds the answer to one request of a batch push, whose items start at index start of
@@ -198,6 +249,7 @@ func (c *Client) PushFlow(ctx context.Context, specs []JobSpec) (*PushManyResult
 	if err != nil {
 		return nil, fmt.Errorf("werk: encoding the request: %w", err)
 	}
+	defer c.recycle(bodies)
 	var result PushManyResult
 	if err := c.call(ctx, "POST", "/v1/jobs/batch", bodies[0], &result, 0); err != nil {
 		return nil, err
@@ -214,6 +266,7 @@ func (c *Client) PushJIDs(ctx context.Context, specs []JobSpec) (*PushJIDsResult
 	if err != nil {
 		return nil, fmt.Errorf("werk: encoding the request: %w", err)
 	}
+	defer c.recycle(bodies)
 	merged := &PushManyResult{JIDs: make([]string, 0, len(specs)), Existed: []string{}}
 	minimal := map[string]string{"Prefer": "return=minimal"}
 	for k, body := range bodies {
@@ -362,7 +415,8 @@ func (c *Client) callWith(ctx context.Context, method, path string, headers map[
 }
 
 func (c *Client) once(ctx context.Context, method, path string, headers map[string]string, payload []byte, out any, extra time.Duration) error {
-	if _, own := c.HTTP.Transport.(*connTransport); own && c.HTTP.Timeout == 0 && ctx.Done() == nil {
+	_, own := c.HTTP.Transport.(*connTransport)
+	if own && c.HTTP.Timeout == 0 && ctx.Done() == nil {
 		// Nothing can cancel the call but its timeout: the transport sets it on the connection
 		// itself, with no context timer and no goroutine watching a context.
 		ctx = context.WithValue(ctx, deadlineKey{}, time.Now().Add(c.Timeout+extra))
@@ -379,12 +433,18 @@ func (c *Client) once(ctx context.Context, method, path string, headers map[stri
 	if err != nil {
 		return err
 	}
-	req.Header = http.Header{"Content-Type": jsonType, "Accept": jsonType, "User-Agent": userAgent}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	for name, value := range headers {
-		req.Header.Set(name, value)
+	if own && c.HTTP.Jar == nil && c.Token == "" && len(headers) == 0 {
+		// Nothing writes to it: the client's own transport only reads a request's headers
+		// (another may add its own to them, and a cookie jar adds cookies).
+		req.Header = plainHeader
+	} else {
+		req.Header = http.Header{"Content-Type": jsonType, "Accept": jsonType, "User-Agent": userAgent}
+		if c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		for name, value := range headers {
+			req.Header.Set(name, value)
+		}
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -394,6 +454,11 @@ func (c *Client) once(ctx context.Context, method, path string, headers map[stri
 	var data []byte
 	if whole, ok := resp.Body.(*answerBody); ok {
 		data = whole.data
+		if own {
+			// Only this call has seen the answer (no other transport wraps the client's own),
+			// and what it decodes is copied out of it.
+			defer whole.release()
+		}
 	} else if data, err = io.ReadAll(resp.Body); err != nil {
 		return &Error{Code: "unreachable", Detail: "reading the answer: " + err.Error(), Err: err}
 	}

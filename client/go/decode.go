@@ -1,9 +1,13 @@
 package werk
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -13,6 +17,13 @@ import (
 // whole answer, then builds every job through reflection. The rarer nested parts of a job
 // (failure, unique lock, dependencies) still go through encoding/json, as does any string with
 // escapes, so what a field holds is what encoding/json would give it.
+//
+// The jobs of one list are written alike, most members the same as in the job before, name and
+// value: a member whose bytes are those the last job had at its place takes the value read then
+// (bytes already checked, so nothing is accepted that reading them again would refuse), and one
+// whose name alone is the same skips reading the name. The small parts of many jobs (args, times,
+// raw values) are cut from shared allocations, and a job's jid shares the string of the answer's
+// list of jids.
 
 // jsonReader reads one JSON value from data, strictly: anything that is not JSON is an error.
 type jsonReader struct {
@@ -21,6 +32,27 @@ type jsonReader struct {
 	// The last job's type, queue and state: the jobs of one answer mostly share them, and
 	// share one copy of each.
 	jobType, queue, state string
+	// The last time read as the server writes it, and its value: a job's times, and the jobs
+	// of one answer, mostly share them.
+	lastTimeRaw []byte
+	lastTime    time.Time
+	// The jids an answer lists before its jobs: a job whose jid is the one listed at its place
+	// shares that string.
+	jids    []string
+	nextJID string
+	// left is how many jobs of the list being read are still to come, this one included.
+	left int
+	// Slabs the small parts of many jobs are cut from: one allocation for the args, times and
+	// raw values of many jobs instead of one each. Each part is capped at its own length, so
+	// appending to one never writes into another (a part kept keeps its slab, a bounded one).
+	anys    []any
+	times   []time.Time
+	raws    []byte
+	scratch []any
+	// The member names of the last job of a list, in order.
+	shape []shapeKey
+	// listed: a list of jobs was read.
+	listed bool
 }
 
 func (r *jsonReader) fail(what string) error {
@@ -144,6 +176,19 @@ func (r *jsonReader) quoted() (raw []byte, plain bool, err error) {
 		return nil, false, r.fail("expected a string")
 	}
 	data, start := r.data, r.pos
+	// Most strings hold nothing but printable ASCII: read eight bytes at a time up to the first
+	// byte that is a quote, a backslash, a control character or part of a multi-byte character.
+	// A quote ends such a string; anything else, or the last bytes of the data, is read byte by
+	// byte below.
+	for i := start + 1; i+8 <= len(data); i += 8 {
+		if m := special(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+			if i += bits.TrailingZeros64(m) / 8; data[i] == '"' {
+				r.pos = i + 1
+				return data[start:r.pos], true, nil
+			}
+			break
+		}
+	}
 	plain = true
 	ascii := true
 	for i := start + 1; i < len(data); i++ {
@@ -175,6 +220,18 @@ func (r *jsonReader) quoted() (raw []byte, plain bool, err error) {
 	return nil, false, r.fail("unterminated string")
 }
 
+// special flags (with its high bit) each byte of x, eight bytes of a string read in little-endian
+// order, that is a quote, a backslash, a control character or at or above 0x80. A byte at or
+// above 0x80 has its high bit set already; below 0x20, x-0x20 borrows into it; a quote or a
+// backslash is a zero byte of x^0x22 or x^0x5c, where subtracting one borrows. A borrow may
+// flag bytes after one rightly flagged, never one before it: the first byte flagged is one of
+// those sought, and no word holding one goes unflagged.
+func special(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := x^0x22*ones, x^0x5c*ones
+	return (x | (x-0x20*ones)&^x | (quote-ones)&^quote | (backslash-ones)&^backslash) & highs
+}
+
 // plainText: the bytes a string holds as they stand (not a quote, a backslash, a control
 // character or part of a multi-byte character).
 var plainText = func() (t [256]bool) {
@@ -187,11 +244,32 @@ var plainText = func() (t [256]bool) {
 // key reads a member name: its bytes as they stand unless it holds escapes.
 func (r *jsonReader) key() ([]byte, error) {
 	raw, plain, err := r.quoted()
-	if err != nil || plain {
-		return raw[1 : len(raw)-1], err
+	if err != nil {
+		return nil, err
+	}
+	if plain {
+		return raw[1 : len(raw)-1], nil
 	}
 	var s string
-	return []byte(s), json.Unmarshal(raw, &s)
+	err = json.Unmarshal(raw, &s)
+	return []byte(s), err
+}
+
+// known reads a string, giving known itself when they are equal.
+func (r *jsonReader) known(known string) (string, error) {
+	raw, plain, err := r.quoted()
+	if err != nil {
+		return "", err
+	}
+	if !plain {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	if text := raw[1 : len(raw)-1]; string(text) != known {
+		return string(text), nil
+	}
+	return known, nil
 }
 
 // reused reads a string, giving *last itself when they are equal, and keeps it in *last.
@@ -267,11 +345,37 @@ func (r *jsonReader) int() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n, ok := smallInt(text); ok {
+		return n, nil
+	}
 	n, err := strconv.Atoi(string(text))
 	if err != nil {
 		return 0, fmt.Errorf("werk: %s is not an int", text)
 	}
 	return n, nil
+}
+
+// smallInt reads a number's text that is an integer too short to overflow an int (false for any
+// other, which strconv then reads).
+func smallInt(text []byte) (int, bool) {
+	digits := text
+	if text[0] == '-' {
+		digits = text[1:]
+	}
+	if len(digits) > 18 || strconv.IntSize == 32 && len(digits) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if text[0] == '-' {
+		n = -n
+	}
+	return n, true
 }
 
 func (r *jsonReader) bool() (bool, error) {
@@ -342,6 +446,13 @@ func (r *jsonReader) value() (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An integer of up to 15 digits is a float64 exactly (but -0, which ParseFloat reads as
+	// the negative zero).
+	if len(text) <= 15 {
+		if n, ok := smallInt(text); ok && (n != 0 || text[0] != '-') {
+			return float64(n), nil
+		}
+	}
 	f, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
 		return nil, fmt.Errorf("werk: number %s out of range", text)
@@ -361,7 +472,67 @@ func (r *jsonReader) into(v any) error {
 // copied is the next value's bytes, copied (a json.RawMessage outlives the answer's buffer).
 func (r *jsonReader) copied() (json.RawMessage, error) {
 	raw, err := r.raw()
-	return append(json.RawMessage(nil), raw...), err
+	return r.keep(raw), err
+}
+
+// Bounds of the slabs, in items: a value larger than a bytes slab has an allocation of its own.
+const (
+	slabAnys  = 1024
+	slabTimes = 512
+	slabBytes = 4096
+)
+
+// slabSize is how many items a new slab holds when need are wanted now: room for as many in
+// each job still to come, within bound.
+func (r *jsonReader) slabSize(need, bound int) int {
+	n := need
+	if r.left > 1 {
+		n *= r.left
+	}
+	if n > bound {
+		n = bound
+	}
+	if n < need {
+		n = need
+	}
+	return n
+}
+
+// keep copies raw into the bytes slab.
+func (r *jsonReader) keep(raw []byte) []byte {
+	if len(raw) > cap(r.raws)-len(r.raws) {
+		if len(raw) > slabBytes/4 {
+			return append([]byte(nil), raw...)
+		}
+		// Twice the need: a job holds two raw values, its progress and its result.
+		r.raws = make([]byte, 0, r.slabSize(2*len(raw), slabBytes))
+	}
+	start := len(r.raws)
+	r.raws = append(r.raws, raw...)
+	return r.raws[start:len(r.raws):len(r.raws)]
+}
+
+// cutAnys copies values into the slab of interfaces ([]any{} when there are none).
+func (r *jsonReader) cutAnys(values []any) []any {
+	if len(values) == 0 {
+		return []any{}
+	}
+	if len(values) > cap(r.anys)-len(r.anys) {
+		r.anys = make([]any, 0, r.slabSize(len(values), slabAnys))
+	}
+	start := len(r.anys)
+	r.anys = append(r.anys, values...)
+	return r.anys[start:len(r.anys):len(r.anys)]
+}
+
+// newTime is a zero time.Time cut from the slab of times.
+func (r *jsonReader) newTime() *time.Time {
+	if len(r.times) == cap(r.times) {
+		// Two times a job: its enqueued_at and one of its other times.
+		r.times = make([]time.Time, 0, r.slabSize(2, slabTimes))
+	}
+	r.times = r.times[:len(r.times)+1]
+	return &r.times[len(r.times)-1]
 }
 
 func (r *jsonReader) time(t *time.Time) error {
@@ -369,8 +540,13 @@ func (r *jsonReader) time(t *time.Time) error {
 	if err != nil {
 		return err
 	}
+	if r.lastTimeRaw != nil && bytes.Equal(raw, r.lastTimeRaw) {
+		*t = r.lastTime
+		return nil
+	}
 	if parsed, ok := utcTime(raw); ok {
 		*t = parsed
+		r.lastTimeRaw, r.lastTime = raw, parsed
 		return nil
 	}
 	return t.UnmarshalJSON(raw)
@@ -436,7 +612,7 @@ func (r *jsonReader) optTime() (*time.Time, error) {
 	if r.null() {
 		return nil, nil
 	}
-	t := new(time.Time)
+	t := r.newTime()
 	return t, r.time(t)
 }
 
@@ -461,128 +637,369 @@ func (r *jsonReader) job(j *Job) error {
 	if r.null() {
 		return nil
 	}
-	return r.object(func(key []byte) error {
-		var err error
-		if r.null() {
-			j.clear(key)
-			return nil
-		}
-		switch string(key) {
-		case "jid":
-			j.JID, err = r.str()
-		case "jobtype":
-			j.JobType, err = r.reused(&r.jobType)
-		case "args":
-			j.Args = []any{}
-			err = r.array(func() error {
-				v, err := r.value()
-				j.Args = append(j.Args, v)
-				return err
-			})
-		case "queue":
-			j.Queue, err = r.reused(&r.queue)
-		case "priority":
-			j.Priority, err = r.int()
-		case "reserve_for":
-			j.ReserveFor, err = r.int()
-		case "retry":
-			j.Retry, err = r.int()
-		case "backtrace":
-			j.Backtrace, err = r.int()
-		case "custom":
-			if r.peek() != '{' {
-				return r.fail("custom: expected an object")
-			}
-			var v any
-			v, err = r.value()
-			j.Custom, _ = v.(map[string]any)
-		case "at":
-			j.At, err = r.optTime()
-		case "state":
-			j.State, err = r.reused(&r.state)
-		case "created_at":
-			err = r.time(&j.CreatedAt)
-		case "enqueued_at":
-			j.EnqueuedAt, err = r.optTime()
-		case "attempt":
-			j.Attempt, err = r.int()
-		case "progress":
-			j.Progress, err = r.copied()
-		case "failure":
-			err = r.into(&j.Failure)
-		case "lease":
-			j.Lease, err = r.optString()
-		case "lease_expires_at":
-			j.LeaseExpiresAt, err = r.optTime()
-		case "wid":
-			j.WID, err = r.optString()
-		case "created":
-			var b bool
-			b, err = r.bool()
-			j.Created = &b
-		case "expires_at":
-			j.ExpiresAt, err = r.optTime()
-		case "unique":
-			err = r.into(&j.Unique)
-		case "duplicate":
-			j.Duplicate, err = r.bool()
-		case "keep_result_for":
-			j.KeepResultFor, err = r.int()
-		case "result":
-			j.Result, err = r.copied()
-		case "completed_at":
-			j.CompletedAt, err = r.optTime()
-		case "dependencies":
-			err = r.into(&j.Dependencies)
-		case "dependents":
-			err = r.into(&j.Dependents)
-		case "batch":
-			j.Batch, err = r.str()
-		default:
-			_, err = r.raw()
-		}
-		if err != nil {
-			return fmt.Errorf("werk: job field %q: %w", key, err)
-		}
+	if r.peek() != '{' {
+		return r.fail("expected an object")
+	}
+	r.pos++
+	if r.peek() == '}' {
+		r.pos++
 		return nil
-	})
+	}
+	for i := 0; ; i++ {
+		if err := r.member(j, i); err != nil {
+			return err
+		}
+		switch r.peek() {
+		case ',':
+			r.pos++
+		case '}':
+			r.pos++
+			return nil
+		default:
+			return r.fail("expected ',' or '}'")
+		}
+	}
 }
 
-// clear applies a null to the field named key as encoding/json does: pointers, slices and maps
+// member reads the member of a job at place i.
+func (r *jsonReader) member(j *Job, i int) error {
+	var key []byte
+	var field jobField
+	var place *shapeKey
+	r.space()
+	start := r.pos
+	if i < len(r.shape) {
+		place = &r.shape[i]
+		rest := r.data[r.pos:]
+		if n := len(place.member); n > 0 && len(rest) > n && (rest[n] == ',' || rest[n] == '}') &&
+			bytes.HasPrefix(rest, place.member) {
+			// The member the last job had at this place, name and value, to the byte (and its
+			// value ends where it ended then): its value is the one read then.
+			r.pos += n
+			r.recall(j, place)
+			return nil
+		}
+		if bytes.HasPrefix(rest, place.text) {
+			// The same name: no need to read it.
+			key, field = place.key, place.field
+			r.pos += len(place.text)
+		} else {
+			place = nil
+		}
+	}
+	if place == nil {
+		if r.peek() != '"' {
+			return r.fail("expected a member name")
+		}
+		var err error
+		if key, err = r.key(); err != nil {
+			return err
+		}
+		if r.peek() != ':' {
+			return r.fail("expected ':'")
+		}
+		r.pos++
+		field = jobFields[string(key)]
+		if r.left > 1 {
+			if r.shape == nil {
+				r.shape = make([]shapeKey, 0, len(jobFields))
+			}
+			r.shape = append(r.shape[:i], shapeKey{text: r.data[start:r.pos], key: key, field: field})
+			place = &r.shape[i]
+		}
+	}
+	null := r.peek() == 'n'
+	if err := r.jobField(j, field); err != nil {
+		return fmt.Errorf("werk: job field %q: %w", key, err)
+	}
+	if place != nil {
+		r.remember(j, place, null, r.data[start:r.pos])
+	}
+	return nil
+}
+
+// remember keeps the member just read into j, at place of the shape, with its value when that
+// can be given again to the next job without reading it: a null, a number, a string or a time
+// (the value itself, not one the job's fields point to), or any value of a member that is no
+// field of Job (skipped).
+func (r *jsonReader) remember(j *Job, place *shapeKey, null bool, member []byte) {
+	place.member, place.null = member, null
+	if null {
+		return
+	}
+	switch place.field {
+	case jobTypeField:
+		place.s = j.JobType
+	case queueField:
+		place.s = j.Queue
+	case stateField:
+		place.s = j.State
+	case batchField:
+		place.s = j.Batch
+	case priorityField:
+		place.n = j.Priority
+	case reserveForField:
+		place.n = j.ReserveFor
+	case retryField:
+		place.n = j.Retry
+	case backtraceField:
+		place.n = j.Backtrace
+	case attemptField:
+		place.n = j.Attempt
+	case keepResultForField:
+		place.n = j.KeepResultFor
+	case createdAtField:
+		place.t = j.CreatedAt
+	case atField:
+		place.t = *j.At
+	case enqueuedAtField:
+		place.t = *j.EnqueuedAt
+	case leaseExpiresAtField:
+		place.t = *j.LeaseExpiresAt
+	case expiresAtField:
+		place.t = *j.ExpiresAt
+	case completedAtField:
+		place.t = *j.CompletedAt
+	case otherField:
+	default:
+		place.member = nil
+	}
+}
+
+// recall gives j the value remembered at place, as reading it again would.
+func (r *jsonReader) recall(j *Job, place *shapeKey) {
+	if place.null {
+		r.clear(j, place.field)
+		return
+	}
+	switch place.field {
+	case jobTypeField:
+		j.JobType = place.s
+	case queueField:
+		j.Queue = place.s
+	case stateField:
+		j.State = place.s
+	case batchField:
+		j.Batch = place.s
+	case priorityField:
+		j.Priority = place.n
+	case reserveForField:
+		j.ReserveFor = place.n
+	case retryField:
+		j.Retry = place.n
+	case backtraceField:
+		j.Backtrace = place.n
+	case attemptField:
+		j.Attempt = place.n
+	case keepResultForField:
+		j.KeepResultFor = place.n
+	case createdAtField:
+		j.CreatedAt = place.t
+	case atField:
+		j.At = r.timeOf(place.t)
+	case enqueuedAtField:
+		j.EnqueuedAt = r.timeOf(place.t)
+	case leaseExpiresAtField:
+		j.LeaseExpiresAt = r.timeOf(place.t)
+	case expiresAtField:
+		j.ExpiresAt = r.timeOf(place.t)
+	case completedAtField:
+		j.CompletedAt = r.timeOf(place.t)
+	}
+}
+
+// timeOf is a new time.Time holding t.
+func (r *jsonReader) timeOf(t time.Time) *time.Time {
+	p := r.newTime()
+	*p = t
+	return p
+}
+
+// jobField names a member of a job.
+type jobField uint8
+
+const (
+	otherField jobField = iota
+	jidField
+	jobTypeField
+	argsField
+	queueField
+	priorityField
+	reserveForField
+	retryField
+	backtraceField
+	customField
+	atField
+	stateField
+	createdAtField
+	enqueuedAtField
+	attemptField
+	progressField
+	failureField
+	leaseField
+	leaseExpiresAtField
+	widField
+	createdField
+	expiresAtField
+	uniqueField
+	duplicateField
+	keepResultForField
+	resultField
+	completedAtField
+	dependenciesField
+	dependentsField
+	batchField
+)
+
+var jobFields = map[string]jobField{
+	"jid": jidField, "jobtype": jobTypeField, "args": argsField, "queue": queueField,
+	"priority": priorityField, "reserve_for": reserveForField, "retry": retryField,
+	"backtrace": backtraceField, "custom": customField, "at": atField, "state": stateField,
+	"created_at": createdAtField, "enqueued_at": enqueuedAtField, "attempt": attemptField,
+	"progress": progressField, "failure": failureField, "lease": leaseField,
+	"lease_expires_at": leaseExpiresAtField, "wid": widField, "created": createdField,
+	"expires_at": expiresAtField, "unique": uniqueField, "duplicate": duplicateField,
+	"keep_result_for": keepResultForField, "result": resultField, "completed_at": completedAtField,
+	"dependencies": dependenciesField, "dependents": dependentsField, "batch": batchField,
+}
+
+// shapeKey is a member name as the last job of a list had it at one place: its text from the
+// opening quote to the colon, and what it names. The jobs of one answer are written alike, so
+// the next job's member at the same place is most often the same bytes.
+type shapeKey struct {
+	text, key []byte
+	field     jobField
+	// The whole member (name and value) and its value, when the value can be given again
+	// without reading it (see remember); member is nil otherwise.
+	member []byte
+	null   bool
+	n      int
+	s      string
+	t      time.Time
+}
+
+// jobField reads the value of a job's member.
+func (r *jsonReader) jobField(j *Job, field jobField) error {
+	if r.null() {
+		r.clear(j, field)
+		return nil
+	}
+	var err error
+	switch field {
+	case jidField:
+		j.JID, err = r.known(r.nextJID)
+	case jobTypeField:
+		j.JobType, err = r.reused(&r.jobType)
+	case argsField:
+		r.scratch = r.scratch[:0]
+		err = r.array(func() error {
+			v, err := r.value()
+			r.scratch = append(r.scratch, v)
+			return err
+		})
+		j.Args = r.cutAnys(r.scratch)
+	case queueField:
+		j.Queue, err = r.reused(&r.queue)
+	case priorityField:
+		j.Priority, err = r.int()
+	case reserveForField:
+		j.ReserveFor, err = r.int()
+	case retryField:
+		j.Retry, err = r.int()
+	case backtraceField:
+		j.Backtrace, err = r.int()
+	case customField:
+		if r.peek() != '{' {
+			return r.fail("custom: expected an object")
+		}
+		var v any
+		v, err = r.value()
+		j.Custom, _ = v.(map[string]any)
+	case atField:
+		j.At, err = r.optTime()
+	case stateField:
+		j.State, err = r.reused(&r.state)
+	case createdAtField:
+		err = r.time(&j.CreatedAt)
+	case enqueuedAtField:
+		j.EnqueuedAt, err = r.optTime()
+	case attemptField:
+		j.Attempt, err = r.int()
+	case progressField:
+		j.Progress, err = r.copied()
+	case failureField:
+		err = r.into(&j.Failure)
+	case leaseField:
+		j.Lease, err = r.optString()
+	case leaseExpiresAtField:
+		j.LeaseExpiresAt, err = r.optTime()
+	case widField:
+		j.WID, err = r.optString()
+	case createdField:
+		var b bool
+		b, err = r.bool()
+		j.Created = &b
+	case expiresAtField:
+		j.ExpiresAt, err = r.optTime()
+	case uniqueField:
+		err = r.into(&j.Unique)
+	case duplicateField:
+		j.Duplicate, err = r.bool()
+	case keepResultForField:
+		j.KeepResultFor, err = r.int()
+	case resultField:
+		j.Result, err = r.copied()
+	case completedAtField:
+		j.CompletedAt, err = r.optTime()
+	case dependenciesField:
+		err = r.into(&j.Dependencies)
+	case dependentsField:
+		err = r.into(&j.Dependents)
+	case batchField:
+		j.Batch, err = r.str()
+	default:
+		_, err = r.raw()
+	}
+	return err
+}
+
+var null = []byte("null")
+
+// clear applies a null to a job's field as encoding/json does: pointers, slices and maps
 // become nil, raw values hold the null, other fields keep their value.
-func (j *Job) clear(key []byte) {
-	switch string(key) {
-	case "args":
+func (r *jsonReader) clear(j *Job, field jobField) {
+	switch field {
+	case argsField:
 		j.Args = nil
-	case "custom":
+	case customField:
 		j.Custom = nil
-	case "at":
+	case atField:
 		j.At = nil
-	case "enqueued_at":
+	case enqueuedAtField:
 		j.EnqueuedAt = nil
-	case "progress":
-		j.Progress = json.RawMessage("null")
-	case "failure":
+	case progressField:
+		j.Progress = r.keep(null)
+	case failureField:
 		j.Failure = nil
-	case "lease":
+	case leaseField:
 		j.Lease = nil
-	case "lease_expires_at":
+	case leaseExpiresAtField:
 		j.LeaseExpiresAt = nil
-	case "wid":
+	case widField:
 		j.WID = nil
-	case "created":
+	case createdField:
 		j.Created = nil
-	case "expires_at":
+	case expiresAtField:
 		j.ExpiresAt = nil
-	case "unique":
+	case uniqueField:
 		j.Unique = nil
-	case "result":
-		j.Result = json.RawMessage("null")
-	case "completed_at":
+	case resultField:
+		j.Result = r.keep(null)
+	case completedAtField:
 		j.CompletedAt = nil
-	case "dependencies":
+	case dependenciesField:
 		j.Dependencies = nil
-	case "dependents":
+	case dependentsField:
 		j.Dependents = nil
 	}
 }
@@ -629,7 +1046,7 @@ func (r *jsonReader) countItems() int {
 }
 
 // jobs reads an array of jobs (null: nil), appended to into when it is not nil (a caller that
-// knows how many jobs come sizes it).
+// knows how many jobs come sizes it, fresh from make: its room past its length is zero).
 func (r *jsonReader) jobs(out *[]Job, into []Job) error {
 	if r.null() {
 		*out = into
@@ -641,10 +1058,26 @@ func (r *jsonReader) jobs(out *[]Job, into []Job) error {
 		// allocated and copied eight times over.
 		list = make([]Job, 0, r.countItems())
 	}
+	first := len(list)
+	// A second list in one answer (a member named twice) finds the room written by the first.
+	zeroed := !r.listed
+	r.listed = true
 	err := r.array(func() error {
-		list = append(list, Job{})
+		// The list is sized for the jobs to come (by the count above, or by the caller).
+		r.left = cap(list) - len(list)
+		r.nextJID = ""
+		if k := len(list) - first; k < len(r.jids) {
+			r.nextJID = r.jids[k]
+		}
+		if zeroed && len(list) < cap(list) {
+			// The room is zero already: appending a zero Job would clear it again.
+			list = list[:len(list)+1]
+		} else {
+			list = append(list, Job{})
+		}
 		return r.job(&list[len(list)-1])
 	})
+	r.left, r.nextJID = 0, ""
 	*out = list
 	return err
 }
@@ -655,14 +1088,38 @@ func (r *jsonReader) stringList(out *[]string) error {
 		*out = nil
 		return nil
 	}
-	list := []string{}
+	// When no string holds an escape, the strings are cut from one copy of the array's text
+	// (one allocation, not one each); otherwise each is read on its own.
+	start, n, plain := r.pos, 0, true
 	err := r.array(func() error {
-		s, err := r.str()
-		list = append(list, s)
+		_, p, err := r.quoted()
+		n++
+		plain = plain && p
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	list := make([]string, 0, n)
+	if !plain {
+		r.pos = start
+		err := r.array(func() error {
+			s, err := r.str()
+			list = append(list, s)
+			return err
+		})
+		*out = list
+		return err
+	}
+	text := string(r.data[start:r.pos])
+	for i := 0; len(list) < n; {
+		open := i + strings.IndexByte(text[i:], '"')
+		end := open + 1 + strings.IndexByte(text[open+1:], '"')
+		list = append(list, text[open+1:end])
+		i = end + 1
+	}
 	*out = list
-	return err
+	return nil
 }
 
 // UnmarshalJSON decodes the full answer to a batch push.
@@ -695,7 +1152,9 @@ func (p *PushManyResult) decode(data []byte, jobs []Job) error {
 			p.Created = n
 			return err
 		case "jids":
-			return r.stringList(&p.JIDs)
+			err := r.stringList(&p.JIDs)
+			r.jids = p.JIDs
+			return err
 		case "existed":
 			return r.stringList(&p.Existed)
 		case "conflicts":

@@ -162,3 +162,192 @@ func TestUTCTimesReadAsTimeParse(t *testing.T) {
 		}
 	}
 }
+
+// decodeList decodes a batch answer holding jobs with the decoder and with encoding/json: the
+// errors (whether there is one) and the jobs must agree.
+func decodeList(t *testing.T, jobs []string) {
+	t.Helper()
+	answer := `{"jids":["1a244a1cf1707a864fa171b90000","1a244a1cf1707a864fa171b90001"],"jobs":[` +
+		strings.Join(jobs, ",") + `]}`
+	var want struct {
+		Jobs []plain `json:"jobs"`
+	}
+	wantErr := json.Unmarshal([]byte(answer), &want)
+	for _, into := range [][]Job{nil, make([]Job, 0, len(jobs))} {
+		var got pushAnswer
+		got.jobs = into
+		err := got.UnmarshalJSON([]byte(answer))
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%s\ndecoded with error %v, encoding/json with %v", answer, err, wantErr)
+		}
+		if err != nil {
+			continue
+		}
+		if len(got.Jobs) != len(want.Jobs) {
+			t.Fatalf("%s\ndecoded %d jobs, encoding/json %d", answer, len(got.Jobs), len(want.Jobs))
+		}
+		for k := range got.Jobs {
+			if !reflect.DeepEqual(plain(got.Jobs[k]), want.Jobs[k]) {
+				t.Fatalf("%s\njob %d decoded as\n%+v\nencoding/json gives\n%+v", answer, k, got.Jobs[k], want.Jobs[k])
+			}
+		}
+	}
+}
+
+// The jobs of a list are read by the places of their members in the job before: jobs alike,
+// jobs that differ from the one before by a value, a name, an order, white space, a null or a
+// member more or less decode as encoding/json decodes them.
+func TestJobListsDecodeAsEncodingJSON(t *testing.T) {
+	const job = `{"jid":"1a244a1cf1707a864fa171b90000","jobtype":"noop","args":[1],"queue":"q","priority":0,` +
+		`"reserve_for":1800,"retry":25,"backtrace":0,"custom":{},"at":null,"state":"available",` +
+		`"created_at":"2026-12-05T05:16:24.736679Z","enqueued_at":"2026-12-05T05:16:24.736679Z","attempt":0,` +
+		`"progress":null,"failure":null,"lease_expires_at":null,"wid":null,"keep_result_for":0,"result":null,` +
+		`"completed_at":null,"expires_at":null,"unique":null,"x":[1,{"y":2}],"batch":"b","duplicate":false}`
+	variants := []string{
+		job,
+		strings.Replace(job, `"jid":"1a244a1cf1707a864fa171b90000"`, `"jid":"1a244a1cf1707a864fa171b90001"`, 1),
+		strings.Replace(job, `"priority":0`, `"priority":01`, 1),
+		strings.Replace(job, `"priority":0`, `"priority":0.5`, 1),
+		strings.Replace(job, `"priority":0,`, `"priority":0 ,`, 1),
+		strings.Replace(job, `"priority":0,`, `"priority": 0,`, 1),
+		strings.Replace(job, `"priority":0,`, `"priority":07,`, 1),
+		strings.Replace(job, `"priority":0,`, `"priority":-0,`, 1),
+		strings.Replace(job, `"retry":25`, `"retry":250`, 1),
+		strings.Replace(job, `"retry":25`, `"retry":2`, 1),
+		strings.Replace(job, `"retry":25`, `"retry":null`, 1),
+		strings.Replace(job, `"retry":25`, `"retry":nul`, 1),
+		strings.Replace(job, `"retry":25`, `"retry":"25"`, 1),
+		strings.Replace(job, `"state":"available"`, `"state":"availablex"`, 1),
+		strings.Replace(job, `"state":"available"`, `"state":"avail\u0061ble"`, 1),
+		strings.Replace(job, `"state":"available"`, `"state":"available`, 1),
+		strings.Replace(job, `"state":"available"`, `"state":null`, 1),
+		strings.Replace(job, `"state":"available"`, `"st\u0061te":"available"`, 1),
+		strings.Replace(job, `"at":null`, `"at":"2026-12-05T05:16:25Z"`, 1),
+		strings.Replace(job, `"at":null`, `"at":"2026-12-05T06:16:25+01:00"`, 1),
+		strings.Replace(job, `"at":null`, `"at":nullx`, 1),
+		strings.Replace(job, `"created_at":"2026-12-05T05:16:24.736679Z"`, `"created_at":"2026-12-05T05:16:24.73668Z"`, 1),
+		strings.Replace(job, `"created_at":"2026-12-05T05:16:24.736679Z"`, `"created_at":null`, 1),
+		strings.Replace(job, `"enqueued_at":"2026-12-05T05:16:24.736679Z"`, `"enqueued_at":null`, 1),
+		strings.Replace(job, `"progress":null`, `"progress":{"step":1}`, 1),
+		strings.Replace(job, `"result":null`, `"result":[1,2]`, 1),
+		strings.Replace(job, `"custom":{}`, `"custom":{"a":1}`, 1),
+		strings.Replace(job, `"custom":{}`, `"custom":null`, 1),
+		strings.Replace(job, `"args":[1]`, `"args":[1,"x",null]`, 1),
+		strings.Replace(job, `"args":[1]`, `"args":null`, 1),
+		strings.Replace(job, `"x":[1,{"y":2}]`, `"x":[1,{"y":3}]`, 1),
+		strings.Replace(job, `"x":[1,{"y":2}]`, `"x":[1,{"y":2}`, 1),
+		strings.Replace(job, `"duplicate":false}`, `"duplicate":true}`, 1),
+		strings.Replace(job, `"duplicate":false}`, `"duplicate":false }`, 1),
+		strings.Replace(job, `"duplicate":false}`, `"duplicate":false,"priority":3}`, 1),
+		strings.Replace(job, `"duplicate":false}`, `"duplicate":false,"retry":null,"retry":4}`, 1),
+		strings.Replace(job, `"duplicate":false}`, `"duplicate":false,}`, 1),
+		strings.Replace(job, `"duplicate":false}`, `"duplicate":false`, 1),
+		strings.Replace(job, `"queue":"q","priority":0,`, `"priority":0,"queue":"q",`, 1),
+		strings.Replace(job, `"queue":"q",`, ``, 1),
+		strings.Replace(job, `"keep_result_for":0,`, `"keep_result_for":0,"keep_result_for":5,`, 1),
+		strings.Replace(job, `{"jid"`, `{ "jid"`, 1),
+		`{}`, `null`, `{"state":"x"}`,
+	}
+	for _, a := range variants {
+		decodeList(t, []string{a, a, a})
+		for _, b := range variants {
+			decodeList(t, []string{a, b, a})
+		}
+	}
+}
+
+// Each byte of a job changed, taken out or doubled, after a job alike and before another: the
+// decoder refuses what encoding/json refuses and reads the rest as it does.
+func TestChangedJobsInListsDecodeAsEncodingJSON(t *testing.T) {
+	const job = `{"jid":"1a244a1cf1707a864fa171b90000","jobtype":"noop","args":[1],"queue":"q","priority":0,` +
+		`"reserve_for":1800,"retry":25,"custom":{},"at":null,"state":"available",` +
+		`"created_at":"2026-12-05T05:16:24.736679Z","enqueued_at":"2026-12-05T05:16:24.736679Z",` +
+		`"progress":null,"wid":null,"result":null,"zz":1}`
+	for i := 0; i < len(job); i++ {
+		changed := []string{job[:i] + job[i+1:], job[:i] + job[i:i+1] + job[i:]}
+		for _, c := range []string{" ", "0", "1", `"`, ",", "}", "]", "n", `\`, "\t", "\u00e9", "\xff"} {
+			changed = append(changed, job[:i]+c+job[i+1:])
+		}
+		for _, b := range changed {
+			decodeList(t, []string{job, b, job})
+		}
+	}
+}
+
+// Strings are read eight bytes at a time up to a quote, a backslash, a control character or a
+// byte of a multi-byte character, wherever it falls: each is read as encoding/json reads it.
+func TestStringsDecodeAsEncodingJSON(t *testing.T) {
+	for n := 0; n < 20; n++ {
+		for at := 0; at <= n; at++ {
+			for _, c := range []string{`"`, `\`, `\n`, `\u00e9`, `\x`, "\x01", "\x1f", "\x7f", "\u00e9", "\xff", "\xc3", "é\\n"} {
+				text := strings.Repeat("a", at) + c + strings.Repeat("b", n-at)
+				for _, tail := range []string{"", "}", `,"more":"text to read after it"}`} {
+					data := `"` + text + `"` + tail
+					var want string
+					reference := json.NewDecoder(strings.NewReader(data))
+					wantErr := reference.Decode(&want)
+					r := &jsonReader{data: []byte(data)}
+					got, err := r.str()
+					if (err == nil) != (wantErr == nil) || err == nil && (got != want || int64(r.pos) != reference.InputOffset()) {
+						t.Errorf("%q: read %q (%v) to %d, encoding/json %q (%v) to %d", data, got, err, r.pos, want, wantErr,
+							reference.InputOffset())
+					}
+				}
+			}
+		}
+	}
+}
+
+// The jids of a list are cut from one string; a list with escapes is read string by string.
+func TestStringListsDecodeAsEncodingJSON(t *testing.T) {
+	for _, list := range []string{`[]`, ` [ ] `, `["a"]`, `["a","b", "c" ,"d"]`, `["a\n","b"]`, `["é","\u00e9"]`,
+		`["a",1]`, `["a",]`, `["a"`, `["a" "b"]`, `null`, `["",""]`} {
+		var want struct {
+			JIDs []string `json:"jids"`
+		}
+		answer := `{"jids":` + list + `}`
+		wantErr := json.Unmarshal([]byte(answer), &want)
+		var got PushManyResult
+		err := got.UnmarshalJSON([]byte(answer))
+		if (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(got.JIDs, want.JIDs) {
+			t.Errorf("%s: read %#v (%v), encoding/json %#v (%v)", list, got.JIDs, err, want.JIDs, wantErr)
+		}
+	}
+}
+
+// Values cut from one slab are each their own: appending to one leaves the next job's alone.
+func TestJobsOfAListShareNothingWritable(t *testing.T) {
+	var got PushManyResult
+	if err := got.UnmarshalJSON(batchAnswer(3)); err != nil {
+		t.Fatal(err)
+	}
+	a, b := got.Jobs[0], got.Jobs[1]
+	_ = append(a.Args, "x")
+	_ = append(a.Progress, 'x')
+	_ = append(a.Result, 'x')
+	*a.EnqueuedAt = time.Time{}
+	a.Custom["k"] = 1
+	if b.Args[0] != 1.0 || string(b.Progress) != "null" || string(b.Result) != "null" || b.EnqueuedAt.IsZero() ||
+		len(b.Custom) != 0 || len(b.Args) != 1 {
+		t.Errorf("changing one job changed the next: %+v", b)
+	}
+}
+
+// An answer naming its jobs twice is answered by its second list, as that list alone decodes:
+// nothing of the first list's jobs is left in them.
+func TestJobsNamedTwiceAreTheSecondList(t *testing.T) {
+	answer := `{"jobs":[{"jid":"a","priority":3,"state":"s"},{"jid":"b","priority":4}],"jobs":[{"jid":"c"},{"jid":"d"}]}`
+	var want struct {
+		Jobs []plain `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(`{"jobs":[{"jid":"c"},{"jid":"d"}]}`), &want); err != nil {
+		t.Fatal(err)
+	}
+	got := pushAnswer{jobs: make([]Job, 0, 2)}
+	if err := got.UnmarshalJSON([]byte(answer)); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Jobs) != 2 || !reflect.DeepEqual(plain(got.Jobs[0]), want.Jobs[0]) || !reflect.DeepEqual(plain(got.Jobs[1]), want.Jobs[1]) {
+		t.Errorf("got %+v\nwant %+v", got.Jobs, want.Jobs)
+	}
+}

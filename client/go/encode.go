@@ -26,15 +26,23 @@ func batchBodies(specs []JobSpec) ([]encoded, error) {
 		if end > len(specs) {
 			end = len(specs)
 		}
-		// Room for a spec of the usual size, so most bodies are allocated once.
-		b := make([]byte, 0, 16+128*(end-start))
+		// Room for a spec of the usual size, so most bodies are allocated once (and a large one
+		// comes from the pools: see Client.recycle).
+		b := getBuffer(16 + 128*(end-start))[:0]
 		b = append(b, `{"jobs":[`...)
+		missing := 0
+		for i := start; i < end; i++ {
+			if specs[i].JID == "" {
+				missing++
+			}
+		}
+		jids := reserveJIDs(missing)
 		for i := start; i < end; i++ {
 			if i > start {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = appendSpec(b, &specs[i]); err != nil {
+			if b, err = appendSpec(b, &specs[i], &jids); err != nil {
 				return nil, err
 			}
 		}
@@ -48,18 +56,24 @@ func batchBodies(specs []JobSpec) ([]encoded, error) {
 
 // specBody is the body of a single push.
 func specBody(spec *JobSpec) (encoded, error) {
-	return appendSpec(make([]byte, 0, 256), spec)
+	var jids jidRun
+	if spec.JID == "" {
+		jids = reserveJIDs(1)
+	}
+	return appendSpec(make([]byte, 0, 256), spec, &jids)
 }
 
-// appendSpec appends the spec as encoding/json writes it, with a new jid when it has none.
-func appendSpec(b []byte, s *JobSpec) ([]byte, error) {
-	jid := s.JID
-	if jid == "" {
-		jid = NewJID()
-	}
+// appendSpec appends the spec as encoding/json writes it, with the next jid of jids when it has
+// none.
+func appendSpec(b []byte, s *JobSpec, jids *jidRun) ([]byte, error) {
 	var err error
 	b = append(b, `{"jid":`...)
-	b = appendString(b, jid)
+	if s.JID == "" {
+		// Written straight into the body: the jid is read back from the answer.
+		b = jids.append(b)
+	} else {
+		b = appendString(b, s.JID)
+	}
 	b = append(b, `,"jobtype":`...)
 	b = appendString(b, s.JobType)
 	if len(s.Args) > 0 {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -128,5 +129,49 @@ func TestTransportTimeoutAndCancel(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 2*time.Second {
 		t.Fatalf("cancelled after %v, want about 100ms", d)
+	}
+}
+
+// A body far larger than the socket's buffers, sent to a server slow to read it, and an answer
+// as large: the client writes and reads them whole, waiting on the socket as it fills. A server
+// that never reads leaves the client's write waiting: the timeout ends it.
+func TestTransportLargeBodiesAndAStalledWrite(t *testing.T) {
+	body := make([]byte, 8<<20)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	stall := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stall" {
+			<-stall
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+		var got strings.Builder
+		if _, err := io.Copy(&got, r.Body); err != nil || got.String() != `"`+string(body)+`"` {
+			http.Error(w, fmt.Sprintf("a body of %d bytes, not the one sent (%v)", got.Len(), err), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jid":"` + string(body) + `"}`))
+	}))
+	defer srv.Close()
+	defer close(stall) // before the server closes: it waits for its handlers
+	c := NewClient(srv.URL)
+	c.Retries = 0
+	for i := 0; i < 2; i++ {
+		var job Job
+		if err := c.callWith(context.Background(), "POST", "/big", nil, string(body), &job, 0, true); err != nil || job.JID != string(body) {
+			t.Fatalf("round %d: a jid of %d bytes (%v)", i, len(job.JID), err)
+		}
+	}
+	c.Timeout = 300 * time.Millisecond
+	t0 := time.Now()
+	err := c.callWith(context.Background(), "POST", "/stall", nil, string(body), nil, 0, true)
+	if e, ok := AsError(err); !ok || e.Code != "unreachable" {
+		t.Fatalf("got %v, want an unreachable error", err)
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Fatalf("timed out after %v, want about 300ms", d)
 	}
 }

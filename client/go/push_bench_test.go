@@ -94,3 +94,28 @@ func BenchmarkNewJID(b *testing.B) {
 		NewJID()
 	}
 }
+
+// BenchmarkPush: a single push against a server that answers at once.
+func BenchmarkPush(b *testing.B) {
+	answer := []byte(`{"jid":"1a244a1cf1707a864fa171b90000","jobtype":"noop","args":[1],"queue":"bench-peers",` +
+		`"priority":0,"reserve_for":1800,"retry":25,"backtrace":0,"custom":{},"at":null,"state":"available",` +
+		`"created_at":"2026-12-05T05:16:24.736679Z","enqueued_at":"2026-12-05T05:16:24.736679Z","attempt":0,` +
+		`"progress":null,"failure":null,"lease_expires_at":null,"wid":null,"keep_result_for":0,"result":null,` +
+		`"completed_at":null,"expires_at":null,"unique":null,"created":true}`)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+		_, _ = w.Write(answer)
+	}))
+	defer server.Close()
+	c := NewClient(server.URL)
+	spec := JobSpec{JobType: "noop", Args: []any{1}, Queue: "bench-peers"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Push(context.Background(), spec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

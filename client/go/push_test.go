@@ -56,7 +56,7 @@ func TestSpecsEncodeAsEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendSpec(nil, &spec)
+		got, err := appendSpec(nil, &spec, nil)
 		if err != nil || string(got) != string(want) {
 			t.Errorf("spec %+v encoded as\n%s (%v), want\n%s", spec, got, err, want)
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"net/http"
 	"os"
@@ -26,8 +27,11 @@ import (
 type connTransport struct {
 	dialer net.Dialer
 	mu     sync.Mutex
-	idle   map[string][]*conn
+	idle   map[connKey][]*conn
 }
+
+// connKey is what a connection is to: the scheme and host of a request's URL.
+type connKey struct{ scheme, host string }
 
 // A connection idle longer than this is closed instead of reused (the server keeps an idle
 // connection far longer).
@@ -48,11 +52,45 @@ const exactBodyMax = 16 << 20
 
 // answerBody is an answer read whole: Client.once takes its bytes without copying them again.
 type answerBody struct {
-	*bytes.Reader
+	bytes.Reader
 	data []byte
 }
 
 func (*answerBody) Close() error { return nil }
+
+// release gives the answer's buffer back to the pools: its caller holds nothing that points into
+// it any more (what was decoded from it was copied).
+func (b *answerBody) release() {
+	putBuffer(b.data)
+	b.data = nil
+	b.Reset(nil)
+}
+
+// Buffers of at least this size (the full answer to a batch push, its request's body) are used
+// again, from one pool for each power of two: a large buffer allocated anew is zeroed, then
+// swept and given back by the garbage collector, once per request.
+const pooledMin = 32 << 10
+
+var buffers [bits.UintSize]sync.Pool
+
+// getBuffer is a buffer of n bytes, from the pools when it is large.
+func getBuffer(n int) []byte {
+	if n < pooledMin {
+		return make([]byte, n)
+	}
+	class := bits.Len(uint(n - 1))
+	if b, ok := buffers[class].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 1<<class)
+}
+
+// putBuffer gives b back to the pools, when it is one of theirs: nothing may use it after.
+func putBuffer(b []byte) {
+	if b = b[:cap(b)]; len(b) >= pooledMin && len(b)&(len(b)-1) == 0 {
+		buffers[bits.Len(uint(len(b)-1))].Put(&b)
+	}
+}
 
 // deadlineKey carries a request's deadline when no context timer does (Client.once).
 type deadlineKey struct{}
@@ -69,7 +107,7 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, fmt.Errorf("werk: unsupported URL scheme %q", req.URL.Scheme)
 	}
-	c, err := t.get(req.Context(), req.URL.Scheme+"://"+req.URL.Host, req)
+	c, err := t.get(req.Context(), connKey{req.URL.Scheme, req.URL.Host}, req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -89,7 +127,7 @@ func closeBody(req *http.Request) {
 }
 
 // get takes the newest idle connection to key, else dials a new one.
-func (t *connTransport) get(ctx context.Context, key string, req *http.Request) (*conn, error) {
+func (t *connTransport) get(ctx context.Context, key connKey, req *http.Request) (*conn, error) {
 	now := time.Now()
 	t.mu.Lock()
 	for list := t.idle[key]; len(list) > 0; list = t.idle[key] {
@@ -122,7 +160,11 @@ func (t *connTransport) get(ctx context.Context, key string, req *http.Request) 
 		}
 		raw = tlsConn
 	}
-	return &conn{Conn: raw, r: bufio.NewReaderSize(raw, 64<<10), w: bufio.NewWriterSize(raw, 8<<10)}, nil
+	var rw io.ReadWriter = raw
+	if fast, ok := newRawIO(raw); ok {
+		rw = fast
+	}
+	return &conn{Conn: raw, r: bufio.NewReaderSize(rw, 64<<10), w: bufio.NewWriterSize(rw, 8<<10)}, nil
 }
 
 // exchange writes req on c and reads the whole answer; c goes back to the idle connections
@@ -174,11 +216,13 @@ func (t *connTransport) exchange(c *conn, req *http.Request) (*http.Response, er
 		}
 		return nil, err
 	}
-	resp.Body = &answerBody{Reader: bytes.NewReader(data), data: data}
+	body := &answerBody{data: data}
+	body.Reset(data)
+	resp.Body = body
 	if resp.Close {
 		c.Close()
 	} else {
-		t.put(req.URL.Scheme+"://"+req.URL.Host, c)
+		t.put(connKey{req.URL.Scheme, req.URL.Host}, c)
 	}
 	return resp, nil
 }
@@ -198,7 +242,7 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 	if n := resp.ContentLength; n >= 0 && n <= exactBodyMax {
 		// One buffer of the answer's size: io.ReadAll grows one from 512 bytes, allocating
 		// about twice the answer (a fetch of a hundred jobs, a batch push's full answer).
-		data = make([]byte, n)
+		data = getBuffer(int(n))
 		_, err = io.ReadFull(resp.Body, data)
 	} else {
 		data, err = io.ReadAll(resp.Body)
@@ -210,12 +254,12 @@ func (c *conn) roundTrip(req *http.Request) (*http.Response, []byte, error) {
 	return resp, data, nil
 }
 
-func (t *connTransport) put(key string, c *conn) {
+func (t *connTransport) put(key connKey, c *conn) {
 	c.idleSince = time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.idle == nil {
-		t.idle = map[string][]*conn{}
+		t.idle = map[connKey][]*conn{}
 	}
 	if len(t.idle[key]) >= maxIdlePerHost {
 		c.Close()
