@@ -2358,6 +2358,7 @@ export interface operations {
     "admin-batches-list": {
         parameters: {
             query?: {
+                /** @description The `next` of the previous page. */
                 cursor?: string | null;
                 limit?: number;
                 /** @description Only batches not finished. */
