@@ -1,6 +1,7 @@
 import { randomFillSync } from "node:crypto";
 import { Unavailable, WerkError, errorFromResponse } from "./errors.js";
 import { Pool, TimedOut } from "./transport.js";
+import { RawJobs, readPushed, withJobs } from "./pushed.js";
 import { checkTimeout, customTimeout } from "./timeouts.js";
 export const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
@@ -10,7 +11,10 @@ export const MAX_BATCH = 1000;
  * No jobs still make one (empty) request: the server's answer to it is the caller's.
  */
 function jobBatches(jobs) {
-    const all = jobs.map(withJid);
+    // One clock reading for the push, not one per job (a clock reading costs more than minting a
+    // jid): its jids are minted as if in one millisecond, and still only grow.
+    const now = Date.now();
+    const all = jobs.map((job) => withJid(job, now));
     const batches = [];
     for (let start = 0; start < all.length || start === 0; start += MAX_BATCH) {
         batches.push(all.slice(start, start + MAX_BATCH));
@@ -20,9 +24,11 @@ function jobBatches(jobs) {
     return batches;
 }
 /** The last jid newJid returned, in three parts: the milliseconds with 4 random bits below them,
- * then the 64 bits counted up from a random start, as two 32-bit halves; and the hex of the first
- * two, which change only when a millisecond starts or the low half wraps. */
-const minted = { hi: 0, mid: 0, lo: 0, prefix: "" };
+ * then the 64 bits counted up from a random start, as two 32-bit halves; and the hex of all but
+ * the low half's last byte (`stem`), which changes only every 256 jids: a jid is the stem and the
+ * hex of one byte, rather than a number above 2^31 printed in hex (a slow path of V8's) per jid. */
+const minted = { hi: 0, mid: 0, lo: 0, prefix: "", stem: "" };
+const BYTE_HEX = Array.from({ length: 256 }, (_, byte) => hex(byte, 2));
 // Random bytes for many milliseconds at once, each 9 used once: one draw from the system per 64
 // new milliseconds instead of one per millisecond.
 const randomPool = Buffer.alloc(64 * 9);
@@ -34,7 +40,10 @@ let randomUsed = randomPool.length;
  * land side by side in the job table's primary key instead of each on a page of its own.
  */
 export function newJid() {
-    const ms = Date.now();
+    return mintJid(Date.now());
+}
+/** `newJid` at the clock reading `ms`. */
+function mintJid(ms) {
     if (Math.floor(minted.hi / 16) < ms) {
         if (randomUsed + 9 > randomPool.length) {
             randomFillSync(randomPool);
@@ -47,7 +56,9 @@ export function newJid() {
     }
     else if (minted.lo < 0xffffffff) {
         minted.lo++;
-        return minted.prefix + hex(minted.lo, 8);
+        if ((minted.lo & 0xff) === 0)
+            minted.stem = minted.prefix + hex(minted.lo >>> 8, 6);
+        return minted.stem + BYTE_HEX[minted.lo & 0xff];
     }
     else {
         minted.lo = 0;
@@ -58,8 +69,11 @@ export function newJid() {
             minted.hi++;
         }
     }
-    minted.prefix = hex(minted.hi, 12) + hex(minted.mid, 8);
-    return minted.prefix + hex(minted.lo, 8);
+    // In parts below 2^31: V8 prints a larger number in hex by a slow path.
+    minted.prefix = hex(Math.floor(minted.hi / 0x1000000), 6) + hex(minted.hi % 0x1000000, 6)
+        + hex(minted.mid >>> 16, 4) + hex(minted.mid & 0xffff, 4);
+    minted.stem = minted.prefix + hex(minted.lo >>> 8, 6);
+    return minted.stem + BYTE_HEX[minted.lo & 0xff];
 }
 function hex(value, digits) {
     return value.toString(16).padStart(digits, "0");
@@ -117,7 +131,7 @@ export class Client {
      * A job not started by `expires_at` (or `expires_in` seconds after `at` or now) never runs.
      */
     async push(job) {
-        return (await this.send({ method: "POST", path: "/v1/jobs", body: withJid(job) }));
+        return (await this.send({ method: "POST", path: "/v1/jobs", body: withJid(job, Date.now()) }));
     }
     /**
      * Enqueue many jobs, 1,000 per request; each request is all-or-nothing (two jobs with one
@@ -126,17 +140,20 @@ export class Client {
      */
     async pushMany(jobs) {
         const merged = { jids: [], created: 0, existed: [], jobs: [], conflicts: [], refs: {} };
+        const pages = [];
         for (const chunk of jobBatches(jobs)) {
-            const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk } }));
+            const call = { method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk }, read: readPushedJobs };
+            const result = (await this.send(call));
             for (const c of result.conflicts ?? [])
                 merged.conflicts.push({ ...c, index: c.index + merged.jids.length });
             merged.jids.push(...result.jids);
             merged.existed.push(...result.existed);
-            merged.jobs.push(...result.jobs);
+            pages.push(result.jobs instanceof RawJobs ? result.jobs : [...result.jobs]);
             merged.created += result.created;
             Object.assign(merged.refs, result.refs ?? {});
         }
-        return merged;
+        // The jobs are parsed when first read: most producers never read them.
+        return withJobs(merged, pages);
     }
     /**
      * Push a graph of jobs (a flow) in one request, all or nothing: items name each other by `ref`
@@ -148,7 +165,9 @@ export class Client {
     async pushFlow(jobs) {
         if (jobs.length > MAX_BATCH)
             throw new RangeError(`a flow is pushed in one request: at most ${MAX_BATCH} jobs`);
-        const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: jobs.map(withJid) } }));
+        const now = Date.now();
+        const body = { jobs: jobs.map((job) => withJid(job, now)) };
+        const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body }));
         return { ...result, conflicts: result.conflicts ?? [], refs: result.refs ?? {} };
     }
     /** As `pushMany`, answered with the jids only (`Prefer: return=minimal`), not the stored jobs. */
@@ -192,7 +211,7 @@ export class Client {
         for (const kind of ["on_complete", "on_success", "on_death"]) {
             const job = spec[kind];
             if (job)
-                body[kind] = withJid(job);
+                body[kind] = withJid(job, Date.now());
         }
         // Not repeatable: a request whose answer was lost may have opened the batch, and sending it
         // again would open a second one.
@@ -430,28 +449,36 @@ export class Client {
             const what = cause instanceof TimedOut ? "timed out" : "failed";
             throw new Unavailable(`${call.method} ${call.path} ${what}: ${String(cause)}`, { code: "unreachable", cause });
         }
-        let body = null;
-        if (answer.text) {
-            try {
-                body = JSON.parse(answer.text);
-            }
-            catch {
-                body = answer.text;
-            }
-        }
         if (answer.status >= 200 && answer.status < 300)
-            return body;
+            return (call.read ?? readJson)(answer.body);
         const retryAfter = Number(answer.retryAfter) || undefined;
-        throw errorFromResponse(answer.status, body, retryAfter);
+        throw errorFromResponse(answer.status, readJson(answer.body), retryAfter);
     }
 }
-function withJid(job) {
+/** `job` with a jid: itself when it has one, else a copy given a new one (minted at `now`). */
+function withJid(job, now) {
     const timeout = customTimeout(job.custom);
     if (timeout !== undefined)
         checkTimeout(timeout, job.reserve_for ?? undefined, `job ${JSON.stringify(job.jobtype)}`);
     // Object.assign, not a spread: V8 takes a slow path for a spread copy with a property added
     // after it, and this runs once per job of a batch.
-    return job.jid ? job : Object.assign({}, job, { jid: newJid() });
+    return job.jid ? job : Object.assign({}, job, { jid: mintJid(now) });
+}
+/** A batch push's answer, its jobs left as bytes (`RawJobs`) unless its layout is not the expected one. */
+function readPushedJobs(body) {
+    return readPushed(body) ?? readJson(body);
+}
+/** An answer's body as JSON; the text itself when it is not JSON, null when there is none. */
+function readJson(body) {
+    if (body.length === 0)
+        return null;
+    const text = (body.length === 1 ? body[0] : Buffer.concat(body)).toString("utf8");
+    try {
+        return JSON.parse(text);
+    }
+    catch {
+        return text;
+    }
 }
 /** The entries given (neither undefined nor null): a request names only the filters set. */
 function given(params) {

@@ -11,7 +11,12 @@
  */
 export interface Answer {
     status: number;
-    text: string;
+    /**
+     * The body's bytes, in the pieces they arrived in (none: no body), left for the caller to join
+     * and decode: a caller may need only part of a large answer, and joining its pieces would copy
+     * all of it into memory just allocated, which costs more than the copy itself.
+     */
+    body: Buffer[];
     retryAfter: string | undefined;
 }
 export declare class TimedOut extends Error {

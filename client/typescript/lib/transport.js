@@ -9,11 +9,12 @@ export class TimedOut extends Error {
 }
 class ProtocolError extends Error {
 }
-/** The first complete answer in `buf`: the answer, whether the connection may serve another
- * request, and how many bytes it took; while incomplete, how many bytes it needs when the head
- * says so (else 0). `eof`: the server closed the connection, which completes an answer framed by
- * the close. */
-function takeAnswer(buf, eof) {
+/** The first complete answer in `buf` and the pieces arrived after it (`more`; `size` bytes in
+ * all, which only a body of known length may reach into): the answer, whether the connection may
+ * serve another request, and how many bytes it took; while incomplete, how many bytes it needs
+ * when the head says so (else 0). `eof`: the server closed the connection, which completes an
+ * answer framed by the close. */
+function takeAnswer(buf, more, size, eof) {
     let start = 0;
     for (;;) {
         const end = buf.indexOf("\r\n\r\n", start, "latin1");
@@ -46,33 +47,33 @@ function takeAnswer(buf, eof) {
         }
         if (!chunked && length >= 0 && !Number.isSafeInteger(length))
             throw new ProtocolError("bad content-length");
-        let text;
+        let body;
         let used;
         let keep = !close;
         if (status === 204 || status === 304) {
-            text = "";
+            body = [];
             used = bodyStart;
         }
         else if (chunked) {
             const parsed = chunkedBody(buf, bodyStart);
             if (parsed === undefined)
                 return 0;
-            [text, used] = parsed;
+            [body, used] = parsed;
         }
         else if (length >= 0) {
             used = bodyStart + length;
-            if (buf.length < used)
+            if (size < used)
                 return used;
-            text = buf.toString("utf8", bodyStart, used);
+            body = span([buf, ...more], bodyStart, used);
         }
         else {
             if (!eof)
                 return 0;
             used = buf.length;
-            text = buf.toString("utf8", bodyStart);
+            body = span([buf], bodyStart, used);
             keep = false;
         }
-        return { answer: { status, text, retryAfter }, keep, used };
+        return { answer: { status, body, retryAfter }, keep, used };
     }
 }
 /** The value of header `name` in the lowercased answer head `head` (its last line of that name). */
@@ -83,6 +84,21 @@ function field(head, name) {
     const from = at + name.length + 3;
     const to = head.indexOf("\r\n", from);
     return head.slice(from, to < 0 ? undefined : to).trim();
+}
+/** The bytes from `from` to `to` of `pieces` read as one, as pieces of them (none empty). */
+function span(pieces, from, to) {
+    const out = [];
+    let offset = 0;
+    for (const piece of pieces) {
+        const start = Math.max(from - offset, 0);
+        const end = Math.min(to - offset, piece.length);
+        if (end > start)
+            out.push(start === 0 && end === piece.length ? piece : piece.subarray(start, end));
+        offset += piece.length;
+        if (offset >= to)
+            break;
+    }
+    return out;
 }
 /** A complete chunked body starting at `pos`, and where it ends; undefined while incomplete. */
 function chunkedBody(buf, pos) {
@@ -98,7 +114,7 @@ function chunkedBody(buf, pos) {
             const end = buf.indexOf("\r\n\r\n", nl, "latin1"); // the end of the (usually empty) trailers
             if (end < 0)
                 return undefined;
-            return [Buffer.concat(parts).toString("utf8"), end + 4];
+            return [parts, end + 4];
         }
         if (buf.length < nl + 2 + size + 2)
             return undefined;
@@ -108,8 +124,9 @@ function chunkedBody(buf, pos) {
 }
 class Connection {
     socket;
-    // What has arrived of the answer, in pieces: joined only once `need` bytes are in (a large
-    // answer arrives in many reads; joining at each one would copy it over and over).
+    // What has arrived of the answer, in pieces. Until the head is complete they are joined at each
+    // read (a head is small); a body of known length (`need`: the bytes of head and body) is left in
+    // the pieces it arrives in.
     parts = [];
     size = 0;
     need = 0;
@@ -170,11 +187,13 @@ class Connection {
         const waiter = this.waiter;
         if (waiter === undefined || this.size === 0)
             return false;
-        const buf = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts, this.size);
-        this.parts = [buf];
+        // With `need` known, the first piece holds the whole head (it was joined until it did).
+        if (this.need === 0 && this.parts.length > 1)
+            this.parts = [Buffer.concat(this.parts, this.size)];
+        const buf = this.parts[0];
         let taken;
         try {
-            taken = takeAnswer(buf, eof);
+            taken = takeAnswer(buf, this.parts.slice(1), this.size, eof);
         }
         catch (error) {
             this.waiter = undefined;
@@ -187,7 +206,7 @@ class Connection {
             return false;
         }
         this.waiter = undefined;
-        const rest = buf.length > taken.used;
+        const rest = this.size > taken.used;
         this.parts = [];
         this.size = 0;
         this.need = 0;

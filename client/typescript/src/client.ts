@@ -33,6 +33,7 @@ import type {
   WorkerInfo,
   WorkerState,
 } from "./types.js";
+import { RawJobs, readPushed, withJobs } from "./pushed.js";
 import { checkTimeout, customTimeout } from "./timeouts.js";
 
 export const VERSION = "0.1.0";
@@ -69,6 +70,8 @@ interface Call {
   extraMs?: number;
   signal?: AbortSignal;
   headers?: Record<string, string>;
+  /** Reads a successful answer's body (default `readJson`). */
+  read?: (body: Buffer[]) => unknown;
   /** false: the request would do its work twice if repeated, so it is sent again only when it
    * surely never reached the server (the connection was refused) or the server answered that it
    * did nothing. */
@@ -80,7 +83,10 @@ interface Call {
  * No jobs still make one (empty) request: the server's answer to it is the caller's.
  */
 function jobBatches(jobs: JobPush[]): JobPush[][] {
-  const all = jobs.map(withJid);
+  // One clock reading for the push, not one per job (a clock reading costs more than minting a
+  // jid): its jids are minted as if in one millisecond, and still only grow.
+  const now = Date.now();
+  const all = jobs.map((job) => withJid(job, now));
   const batches: JobPush[][] = [];
   for (let start = 0; start < all.length || start === 0; start += MAX_BATCH) {
     batches.push(all.slice(start, start + MAX_BATCH));
@@ -90,9 +96,11 @@ function jobBatches(jobs: JobPush[]): JobPush[][] {
 }
 
 /** The last jid newJid returned, in three parts: the milliseconds with 4 random bits below them,
- * then the 64 bits counted up from a random start, as two 32-bit halves; and the hex of the first
- * two, which change only when a millisecond starts or the low half wraps. */
-const minted = { hi: 0, mid: 0, lo: 0, prefix: "" };
+ * then the 64 bits counted up from a random start, as two 32-bit halves; and the hex of all but
+ * the low half's last byte (`stem`), which changes only every 256 jids: a jid is the stem and the
+ * hex of one byte, rather than a number above 2^31 printed in hex (a slow path of V8's) per jid. */
+const minted = { hi: 0, mid: 0, lo: 0, prefix: "", stem: "" };
+const BYTE_HEX = Array.from({ length: 256 }, (_, byte) => hex(byte, 2));
 // Random bytes for many milliseconds at once, each 9 used once: one draw from the system per 64
 // new milliseconds instead of one per millisecond.
 const randomPool = Buffer.alloc(64 * 9);
@@ -105,7 +113,11 @@ let randomUsed = randomPool.length;
  * land side by side in the job table's primary key instead of each on a page of its own.
  */
 export function newJid(): string {
-  const ms = Date.now();
+  return mintJid(Date.now());
+}
+
+/** `newJid` at the clock reading `ms`. */
+function mintJid(ms: number): string {
   if (Math.floor(minted.hi / 16) < ms) {
     if (randomUsed + 9 > randomPool.length) {
       randomFillSync(randomPool);
@@ -117,7 +129,8 @@ export function newJid(): string {
     randomUsed += 9;
   } else if (minted.lo < 0xffffffff) {
     minted.lo++;
-    return minted.prefix + hex(minted.lo, 8);
+    if ((minted.lo & 0xff) === 0) minted.stem = minted.prefix + hex(minted.lo >>> 8, 6);
+    return minted.stem + (BYTE_HEX[minted.lo & 0xff] as string);
   } else {
     minted.lo = 0;
     if (minted.mid < 0xffffffff) minted.mid++;
@@ -126,8 +139,11 @@ export function newJid(): string {
       minted.hi++;
     }
   }
-  minted.prefix = hex(minted.hi, 12) + hex(minted.mid, 8);
-  return minted.prefix + hex(minted.lo, 8);
+  // In parts below 2^31: V8 prints a larger number in hex by a slow path.
+  minted.prefix = hex(Math.floor(minted.hi / 0x1000000), 6) + hex(minted.hi % 0x1000000, 6)
+    + hex(minted.mid >>> 16, 4) + hex(minted.mid & 0xffff, 4);
+  minted.stem = minted.prefix + hex(minted.lo >>> 8, 6);
+  return minted.stem + (BYTE_HEX[minted.lo & 0xff] as string);
 }
 
 function hex(value: number, digits: number): string {
@@ -191,7 +207,7 @@ export class Client {
    * A job not started by `expires_at` (or `expires_in` seconds after `at` or now) never runs.
    */
   async push(job: JobPush): Promise<PushedJob> {
-    return (await this.send({ method: "POST", path: "/v1/jobs", body: withJid(job) })) as PushedJob;
+    return (await this.send({ method: "POST", path: "/v1/jobs", body: withJid(job, Date.now()) })) as PushedJob;
   }
 
   /**
@@ -201,16 +217,19 @@ export class Client {
    */
   async pushMany(jobs: JobPush[]): Promise<PushManyResult> {
     const merged: PushManyResult = { jids: [], created: 0, existed: [], jobs: [], conflicts: [], refs: {} };
+    const pages: (RawJobs | PushManyResult["jobs"])[] = [];
     for (const chunk of jobBatches(jobs)) {
-      const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk } })) as PushManyResult;
+      const call: Call = { method: "POST", path: "/v1/jobs/batch", body: { jobs: chunk }, read: readPushedJobs };
+      const result = (await this.send(call)) as Omit<PushManyResult, "jobs"> & { jobs: RawJobs | PushManyResult["jobs"] };
       for (const c of result.conflicts ?? []) merged.conflicts.push({ ...c, index: c.index + merged.jids.length });
       merged.jids.push(...result.jids);
       merged.existed.push(...result.existed);
-      merged.jobs.push(...result.jobs);
+      pages.push(result.jobs instanceof RawJobs ? result.jobs : [...result.jobs]);
       merged.created += result.created;
       Object.assign(merged.refs, result.refs ?? {});
     }
-    return merged;
+    // The jobs are parsed when first read: most producers never read them.
+    return withJobs(merged, pages);
   }
 
   /**
@@ -222,7 +241,9 @@ export class Client {
    */
   async pushFlow(jobs: JobPush[]): Promise<PushManyResult> {
     if (jobs.length > MAX_BATCH) throw new RangeError(`a flow is pushed in one request: at most ${MAX_BATCH} jobs`);
-    const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body: { jobs: jobs.map(withJid) } })) as PushManyResult;
+    const now = Date.now();
+    const body = { jobs: jobs.map((job) => withJid(job, now)) };
+    const result = (await this.send({ method: "POST", path: "/v1/jobs/batch", body })) as PushManyResult;
     return { ...result, conflicts: result.conflicts ?? [], refs: result.refs ?? {} };
   }
 
@@ -269,7 +290,7 @@ export class Client {
     const body: Record<string, unknown> = { ...spec };
     for (const kind of ["on_complete", "on_success", "on_death"] as const) {
       const job = spec[kind];
-      if (job) body[kind] = withJid(job);
+      if (job) body[kind] = withJid(job, Date.now());
     }
     // Not repeatable: a request whose answer was lost may have opened the batch, and sending it
     // again would open a second one.
@@ -546,26 +567,35 @@ export class Client {
       const what = cause instanceof TimedOut ? "timed out" : "failed";
       throw new Unavailable(`${call.method} ${call.path} ${what}: ${String(cause)}`, { code: "unreachable", cause });
     }
-    let body: unknown = null;
-    if (answer.text) {
-      try {
-        body = JSON.parse(answer.text);
-      } catch {
-        body = answer.text;
-      }
-    }
-    if (answer.status >= 200 && answer.status < 300) return body;
+    if (answer.status >= 200 && answer.status < 300) return (call.read ?? readJson)(answer.body);
     const retryAfter = Number(answer.retryAfter) || undefined;
-    throw errorFromResponse(answer.status, body, retryAfter);
+    throw errorFromResponse(answer.status, readJson(answer.body), retryAfter);
   }
 }
 
-function withJid(job: JobPush): JobPush {
+/** `job` with a jid: itself when it has one, else a copy given a new one (minted at `now`). */
+function withJid(job: JobPush, now: number): JobPush {
   const timeout = customTimeout(job.custom);
   if (timeout !== undefined) checkTimeout(timeout, job.reserve_for ?? undefined, `job ${JSON.stringify(job.jobtype)}`);
   // Object.assign, not a spread: V8 takes a slow path for a spread copy with a property added
   // after it, and this runs once per job of a batch.
-  return job.jid ? job : Object.assign({}, job, { jid: newJid() });
+  return job.jid ? job : Object.assign({}, job, { jid: mintJid(now) });
+}
+
+/** A batch push's answer, its jobs left as bytes (`RawJobs`) unless its layout is not the expected one. */
+function readPushedJobs(body: Buffer[]): unknown {
+  return readPushed(body) ?? readJson(body);
+}
+
+/** An answer's body as JSON; the text itself when it is not JSON, null when there is none. */
+function readJson(body: Buffer[]): unknown {
+  if (body.length === 0) return null;
+  const text = (body.length === 1 ? (body[0] as Buffer) : Buffer.concat(body)).toString("utf8");
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 /** The entries given (neither undefined nor null): a request names only the filters set. */

@@ -15,7 +15,12 @@ import tls from "node:tls";
 
 export interface Answer {
   status: number;
-  text: string;
+  /**
+   * The body's bytes, in the pieces they arrived in (none: no body), left for the caller to join
+   * and decode: a caller may need only part of a large answer, and joining its pieces would copy
+   * all of it into memory just allocated, which costs more than the copy itself.
+   */
+  body: Buffer[];
   retryAfter: string | undefined;
 }
 
@@ -34,11 +39,14 @@ interface Waiter {
   reject: (error: unknown) => void;
 }
 
-/** The first complete answer in `buf`: the answer, whether the connection may serve another
- * request, and how many bytes it took; while incomplete, how many bytes it needs when the head
- * says so (else 0). `eof`: the server closed the connection, which completes an answer framed by
- * the close. */
-function takeAnswer(buf: Buffer, eof: boolean): { answer: Answer; keep: boolean; used: number } | number {
+/** The first complete answer in `buf` and the pieces arrived after it (`more`; `size` bytes in
+ * all, which only a body of known length may reach into): the answer, whether the connection may
+ * serve another request, and how many bytes it took; while incomplete, how many bytes it needs
+ * when the head says so (else 0). `eof`: the server closed the connection, which completes an
+ * answer framed by the close. */
+function takeAnswer(
+  buf: Buffer, more: Buffer[], size: number, eof: boolean,
+): { answer: Answer; keep: boolean; used: number } | number {
   let start = 0;
   for (;;) {
     const end = buf.indexOf("\r\n\r\n", start, "latin1");
@@ -67,27 +75,27 @@ function takeAnswer(buf: Buffer, eof: boolean): { answer: Answer; keep: boolean;
       continue;
     }
     if (!chunked && length >= 0 && !Number.isSafeInteger(length)) throw new ProtocolError("bad content-length");
-    let text: string;
+    let body: Buffer[];
     let used: number;
     let keep = !close;
     if (status === 204 || status === 304) {
-      text = "";
+      body = [];
       used = bodyStart;
     } else if (chunked) {
       const parsed = chunkedBody(buf, bodyStart);
       if (parsed === undefined) return 0;
-      [text, used] = parsed;
+      [body, used] = parsed;
     } else if (length >= 0) {
       used = bodyStart + length;
-      if (buf.length < used) return used;
-      text = buf.toString("utf8", bodyStart, used);
+      if (size < used) return used;
+      body = span([buf, ...more], bodyStart, used);
     } else {
       if (!eof) return 0;
       used = buf.length;
-      text = buf.toString("utf8", bodyStart);
+      body = span([buf], bodyStart, used);
       keep = false;
     }
-    return { answer: { status, text, retryAfter }, keep, used };
+    return { answer: { status, body, retryAfter }, keep, used };
   }
 }
 
@@ -100,8 +108,22 @@ function field(head: string, name: string): string | undefined {
   return head.slice(from, to < 0 ? undefined : to).trim();
 }
 
+/** The bytes from `from` to `to` of `pieces` read as one, as pieces of them (none empty). */
+function span(pieces: Buffer[], from: number, to: number): Buffer[] {
+  const out: Buffer[] = [];
+  let offset = 0;
+  for (const piece of pieces) {
+    const start = Math.max(from - offset, 0);
+    const end = Math.min(to - offset, piece.length);
+    if (end > start) out.push(start === 0 && end === piece.length ? piece : piece.subarray(start, end));
+    offset += piece.length;
+    if (offset >= to) break;
+  }
+  return out;
+}
+
 /** A complete chunked body starting at `pos`, and where it ends; undefined while incomplete. */
-function chunkedBody(buf: Buffer, pos: number): [string, number] | undefined {
+function chunkedBody(buf: Buffer, pos: number): [Buffer[], number] | undefined {
   const parts: Buffer[] = [];
   for (;;) {
     const nl = buf.indexOf("\r\n", pos, "latin1");
@@ -111,7 +133,7 @@ function chunkedBody(buf: Buffer, pos: number): [string, number] | undefined {
     if (size === 0) {
       const end = buf.indexOf("\r\n\r\n", nl, "latin1"); // the end of the (usually empty) trailers
       if (end < 0) return undefined;
-      return [Buffer.concat(parts).toString("utf8"), end + 4];
+      return [parts, end + 4];
     }
     if (buf.length < nl + 2 + size + 2) return undefined;
     parts.push(buf.subarray(nl + 2, nl + 2 + size));
@@ -120,8 +142,9 @@ function chunkedBody(buf: Buffer, pos: number): [string, number] | undefined {
 }
 
 class Connection {
-  // What has arrived of the answer, in pieces: joined only once `need` bytes are in (a large
-  // answer arrives in many reads; joining at each one would copy it over and over).
+  // What has arrived of the answer, in pieces. Until the head is complete they are joined at each
+  // read (a head is small); a body of known length (`need`: the bytes of head and body) is left in
+  // the pieces it arrives in.
   private parts: Buffer[] = [];
   private size = 0;
   private need = 0;
@@ -184,11 +207,12 @@ class Connection {
   private parse(eof: boolean): boolean {
     const waiter = this.waiter;
     if (waiter === undefined || this.size === 0) return false;
-    const buf = this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.size);
-    this.parts = [buf];
+    // With `need` known, the first piece holds the whole head (it was joined until it did).
+    if (this.need === 0 && this.parts.length > 1) this.parts = [Buffer.concat(this.parts, this.size)];
+    const buf = this.parts[0] as Buffer;
     let taken;
     try {
-      taken = takeAnswer(buf, eof);
+      taken = takeAnswer(buf, this.parts.slice(1), this.size, eof);
     } catch (error) {
       this.waiter = undefined;
       this.close();
@@ -200,7 +224,7 @@ class Connection {
       return false;
     }
     this.waiter = undefined;
-    const rest = buf.length > taken.used;
+    const rest = this.size > taken.used;
     this.parts = [];
     this.size = 0;
     this.need = 0;
