@@ -92,6 +92,10 @@ def test_a_fetched_batch_decodes_at_a_few_times_the_cost_of_untyped_json() -> No
     def median_of_rounds(decode: Callable[[bytes], object]) -> float:
         return median_ms(lambda: decode(body), rounds=200)
 
-    typed_ms = min(median_of_rounds(protocol.parse_fetch) for _ in range(3))
-    untyped_ms = min(median_of_rounds(untyped) for _ in range(3))
-    assert typed_ms < 4 * untyped_ms, (typed_ms, untyped_ms)
+    # The two are measured in turn, so a stretch of load on a shared machine falls on both
+    # alike rather than on whichever ran then.
+    typed, plain = [], []
+    for _ in range(5):
+        typed.append(median_of_rounds(protocol.parse_fetch))
+        plain.append(median_of_rounds(untyped))
+    assert min(typed) < 4 * min(plain), (typed, plain)
