@@ -122,9 +122,17 @@ def create_app(
         if settings.search_available:
             assert listen_dsn is not None  # Settings requires a direct URL behind a pooler
             search_index = SearchIndexBuild(listen_dsn)
-        claim = ClaimService(pool, clock, hub)
+        claim = ClaimService(
+            pool, clock, hub, dependency_results=settings.max_dependency_results_bytes
+        )
         services = Services(
-            push=PushService(pool, clock, hub, claim),
+            push=PushService(
+                pool,
+                clock,
+                hub,
+                claim,
+                dependency_results=settings.max_dependency_results_bytes,
+            ),
             claim=claim,
             settle=SettleService(
                 pool,

@@ -171,6 +171,14 @@ class Settings(BaseSettings):
         description="Largest job result an ack may store (bytes of JSON); a larger one is "
         "refused with 413 result_too_large.",
     )
+    max_dependency_results_bytes: int = Field(
+        1024 * 1024,
+        ge=0,
+        le=1024 * 1024 * 1024,
+        description="Most bytes of dependency results one fetch answer or job read carries "
+        "(a job may have thousands of dependencies); results beyond it are left out "
+        "(result_omitted) and read with GET /v1/jobs/{jid}/dependencies.",
+    )
 
     # Search (q) reads werk_jobs_words_idx, which leaves available jobs out so that the job
     # traffic never writes to it; this adds the index that covers them, for those who search

@@ -456,6 +456,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{jid}/dependencies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Dependencies
+         * @description A job's dependencies in jid order, each with how it ended and its result: the whole of
+         *     what a fetch or a read of the job left out (`result_omitted`) when its dependencies'
+         *     results exceeded the answer's budget. A page holds at most `limit` dependencies and the
+         *     results that fit the budget, at least one.
+         */
+        get: operations["jobs-dependencies"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{jid}/extend": {
         parameters: {
             query?: never;
@@ -1040,9 +1063,15 @@ export interface components {
             ref: string | null;
             /**
              * Result
-             * @description Its result, when it completed with one.
+             * @description Its result, when it completed with one (null when `result_omitted`).
              */
             result: unknown;
+            /**
+             * Result Omitted
+             * @description Present (true) when the answer left the result out: the results one answer carries add up to at most `WERK_MAX_DEPENDENCY_RESULTS_BYTES` (1 MiB unless configured). Read it with `GET /v1/jobs/{jid}/dependencies`.
+             * @default false
+             */
+            result_omitted?: boolean;
             /** Settled At */
             settled_at: string | null;
         };
@@ -1058,6 +1087,22 @@ export interface components {
              * @default null
              */
             on_failure?: components["schemas"]["DependencyPolicy"] | null;
+        };
+        /**
+         * DependencyPage
+         * @description A page of a job's dependencies in jid order, each with its result.
+         */
+        DependencyPage: {
+            /**
+             * Dependencies
+             * @description As many as the page's budget of result bytes holds, and at least one when any remain.
+             */
+            dependencies: components["schemas"]["Dependency"][];
+            /**
+             * Next
+             * @description The `cursor` of the next page; null: this was the last.
+             */
+            next: string | null;
         };
         /**
          * DependencyPolicy
@@ -4960,6 +5005,140 @@ export interface operations {
             };
             /** @description job_state_conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload_too_large: the body is over WERK_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description host_not_allowed: the Host header names no host this server answers to (WERK_ALLOWED_HOSTS) */
+            421: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description invalid_request */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too_many_auth_failures: too many failed authentications from this address */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description header_too_large: the request line and headers are over WERK_MAX_HEADER_BYTES */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal_error: the server failed unexpectedly (the error is logged) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description database_unavailable: the database is unreachable; retry (Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "jobs-dependencies": {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page (the jid of its last dependency). */
+                cursor?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                jid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DependencyPage"];
+                };
+            };
+            /** @description the request is malformed: malformed_request (not HTTP/1.1 the server can parse), invalid_json (the body is not JSON), or a code naming the refused part */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthorized: no valid bearer token (WWW-Authenticate says Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden: the token lacks the scope the operation needs (or another refusal, named by its code) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description job_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description request_timeout: the request's head or body did not arrive within WERK_HEADER_TIMEOUT or WERK_BODY_TIMEOUT (the connection is then closed) */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };

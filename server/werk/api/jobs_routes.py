@@ -13,11 +13,12 @@ from werk.api import schemas
 from werk.api.disconnect import disconnection
 from werk.api.responses import JSON
 from werk.api.traffic import Traffic, TrafficRoute
+from werk.domain import job as rules
 from werk.domain.bodies import JobPush
 from werk.domain.job import PushResult
 from werk.errors import InvalidRequest
 from werk.http.deps import ServicesDep, SettingsDep
-from werk.services.views import job_view, pushed_view, result_view
+from werk.services.views import dependency_view, job_view, pushed_view, result_view
 
 router = APIRouter(prefix="/v1", tags=["jobs"], responses=schemas.INVALID_REQUEST)
 
@@ -153,6 +154,34 @@ def _add_conflicts(answer: dict[str, Any], results: Sequence[PushResult]) -> Non
 async def get(services: ServicesDep, jid: schemas.JidInPath) -> Response:
     """Read a job in any state (completed jobs are deleted at ack unless retention is set)."""
     return JSON(job_view(await services.push.get(jid)))
+
+
+@router.get(
+    "/jobs/{jid}/dependencies",
+    operation_id="jobs-dependencies",
+    response_model=schemas.DependencyPage,
+    responses={404: {"model": schemas.Problem, "description": "job_not_found"}},
+)
+async def dependencies(
+    services: ServicesDep,
+    jid: schemas.JidInPath,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=rules.JID_MAX_LENGTH,
+            pattern=rules.JID_PATTERN,
+            description="The `next` of the previous page (the jid of its last dependency).",
+        ),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    """A job's dependencies in jid order, each with how it ended and its result: the whole of
+    what a fetch or a read of the job left out (`result_omitted`) when its dependencies'
+    results exceeded the answer's budget. A page holds at most `limit` dependencies and the
+    results that fit the budget, at least one."""
+    page, after = await services.push.dependency_page(jid, cursor, limit)
+    return JSON({"dependencies": [dependency_view(e) for e in page], "next": after})
 
 
 @router.get(

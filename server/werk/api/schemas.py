@@ -95,8 +95,26 @@ class Dependency(BaseModel):
     outcome: Literal["completed", "dead", "expired", "cancelled", "skipped", "deleted"] | None = (
         Field(description="null: not settled yet.")
     )
-    result: Any = Field(description="Its result, when it completed with one.")
+    result: Any = Field(
+        description="Its result, when it completed with one (null when `result_omitted`)."
+    )
     settled_at: datetime | None
+    result_omitted: bool = Field(
+        False,
+        description="Present (true) when the answer left the result out: the results one "
+        "answer carries add up to at most `WERK_MAX_DEPENDENCY_RESULTS_BYTES` (1 MiB unless "
+        "configured). Read it with `GET /v1/jobs/{jid}/dependencies`.",
+    )
+
+
+class DependencyPage(BaseModel):
+    """A page of a job's dependencies in jid order, each with its result."""
+
+    dependencies: list[Dependency] = Field(
+        description="As many as the page's budget of result bytes holds, and at least one when "
+        "any remain."
+    )
+    next: str | None = Field(description="The `cursor` of the next page; null: this was the last.")
 
 
 class Dependent(BaseModel):

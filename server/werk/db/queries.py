@@ -292,9 +292,18 @@ async def push_dependent_jobs(
     )
 
 
-async def job_dependencies(db: Executor, jids: Sequence[str]) -> list[Any]:
-    """The dependency edges of the jobs ``jids`` (job_dependencies.sql)."""
-    return await db.fetch(sql("job_dependencies"), list(jids))
+async def job_dependencies(db: Executor, jids: Sequence[str], budget: int) -> list[Any]:
+    """The dependency edges of the jobs ``jids``, their results up to ``budget`` bytes in all
+    (job_dependencies.sql)."""
+    return await db.fetch(sql("job_dependencies"), list(jids), budget)
+
+
+async def job_dependency_page(
+    db: Executor, jid: str, after: str | None, limit: int, budget: int
+) -> list[Any]:
+    """At most ``limit`` dependency edges of ``jid`` after the dep ``after``, each marked
+    ``within`` while their results add up to at most ``budget`` bytes (job_dependency_page.sql)."""
+    return await db.fetch(sql("job_dependency_page"), jid, after, limit, budget)
 
 
 async def job_dependents(db: Executor, jid: str, limit: int) -> list[Any]:

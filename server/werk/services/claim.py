@@ -21,8 +21,11 @@ RELOCK_ATTEMPTS = 3
 
 
 class ClaimService:
-    def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, *, dependency_results: int
+    ) -> None:
         self._pool = pool
+        self._dependency_results = dependency_results
         self._hub = hub
         self._claims = ClaimWriter(pool, clock)
 
@@ -54,10 +57,10 @@ class ClaimService:
 
     async def _with_dependencies(self, rows: list[Row]) -> list[Row]:
         """The jobs pushed with depends_on carry their dependencies, each with how it ended and
-        its result (``dependency_edges``)."""
+        its result (``dependency_edges``), the results up to the answer's budget."""
         edges: dict[str, list[Row]] = {}
         for e in await queries.job_dependencies(
-            self._pool, [r["jid"] for r in rows if r["dependencies"]]
+            self._pool, [r["jid"] for r in rows if r["dependencies"]], self._dependency_results
         ):
             edges.setdefault(e["jid"], []).append(e)
         return [

@@ -37,8 +37,17 @@ DEPENDENTS_SHOWN = 1000
 
 
 class PushService:
-    def __init__(self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, claim: ClaimService) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        clock: Clock,
+        hub: WakeHub,
+        claim: ClaimService,
+        *,
+        dependency_results: int,
+    ) -> None:
         self._pool = pool
+        self._dependency_results = dependency_results
         self._clock = clock
         self._hub = hub
         self._claim = claim
@@ -281,10 +290,30 @@ class PushService:
             raise JobNotFound(f"no job with jid {jid!r} (completed jobs are deleted at ack)")
         job = dict(row)
         if job["dependencies"]:
-            job["dependency_edges"] = await queries.job_dependencies(self._pool, [jid])
+            job["dependency_edges"] = await queries.job_dependencies(
+                self._pool, [jid], self._dependency_results
+            )
         if job["dependents"]:
             job["dependent_edges"] = await queries.job_dependents(self._pool, jid, DEPENDENTS_SHOWN)
         return job
+
+    async def dependency_page(
+        self, jid: str, after: str | None, limit: int
+    ) -> tuple[list[Row], str | None]:
+        """Up to ``limit`` dependencies of ``jid`` after the dep ``after``, with their results:
+        as many as the budget of one answer holds, and at least one. Returns the page and the
+        ``after`` of the next one (None: this was the last)."""
+        rows = await queries.job_dependency_page(
+            self._pool, jid, after, limit + 1, self._dependency_results
+        )
+        if not rows and await queries.get_job(self._pool, jid) is None:
+            raise JobNotFound(f"no job with jid {jid!r} (completed jobs are deleted at ack)")
+        page: list[Row] = []
+        for r in rows[:limit]:
+            if not r["within"]:
+                break
+            page.append(r)
+        return page, (page[-1]["dep"] if len(page) < len(rows) else None)
 
 
 def _not_found(

@@ -102,8 +102,9 @@ def job_view(r: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def dependency_view(e: Mapping[str, Any]) -> dict[str, Any]:
-    """One dependency of a job: how it ended (null: not yet), and its result if it completed."""
-    return {
+    """One dependency of a job: how it ended (null: not yet), and its result if it completed,
+    unless the answer's budget left it out (``result_omitted``, shown only then)."""
+    view = {
         "jid": e["dep"],
         "ref": e["ref"],
         "on_failure": e["on_failure"],
@@ -111,6 +112,9 @@ def dependency_view(e: Mapping[str, Any]) -> dict[str, Any]:
         "result": e["result"],
         "settled_at": e["settled_at"],
     }
+    if e["result_omitted"]:
+        view["result_omitted"] = True
+    return view
 
 
 def _with_options(view: dict[str, Any], r: Mapping[str, Any]) -> dict[str, Any]:

@@ -96,6 +96,7 @@ def request_for(op: str, params: dict[str, Any]) -> tuple[str, str, Any]:
         "extend": ("POST", f"/v1/jobs/{jid}/extend", rest),
         "beat": ("POST", "/v1/beat", params),
         "result": ("GET", f"/v1/jobs/{jid}/result?wait={params.get('wait', 0)}", None),
+        "dependencies": ("GET", f"/v1/jobs/{jid}/dependencies", None),
         "batch_new": ("POST", "/v1/batches", params),
         "batch_open": ("POST", f"/v1/batches/{params.get('bid')}/open", {}),
         "batch_commit": ("POST", f"/v1/batches/{params.get('bid')}/commit", {}),

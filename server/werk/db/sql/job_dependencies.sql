@@ -1,7 +1,17 @@
 -- The dependencies of the jobs $1: per edge the dependent (jid), the dependency (dep), the ref
 -- that named it at push, its policy, and how it ended (outcome NULL: not settled yet), with its
--- result when it completed. Read by the primary key's twin, werk_job_deps_job_idx.
-SELECT e.jid, e.dep, e.ref, e.on_failure::text AS on_failure, e.outcome, e.result, e.settled_at
-FROM werk_job_deps e
-WHERE e.jid = ANY ($1::text[])
-ORDER BY e.jid, e.dep
+-- result when it completed. Results are carried in (jid, dep) order while their sizes add up to
+-- at most $2 bytes; after that each is left out (result NULL, result_omitted), to be read from
+-- the job's dependency pages (job_dependency_page.sql). Read by the primary key's twin,
+-- werk_job_deps_job_idx.
+SELECT jid, dep, ref, on_failure, outcome, CASE WHEN within THEN result END AS result,
+       result IS NOT NULL AND NOT within AS result_omitted, settled_at
+FROM (
+    SELECT e.jid, e.dep, e.ref, e.on_failure::text AS on_failure, e.outcome, e.result,
+           e.settled_at,
+           coalesce(sum(e.result_size) OVER (ORDER BY e.jid, e.dep ROWS UNBOUNDED PRECEDING), 0)
+               <= $2 AS within
+    FROM werk_job_deps e
+    WHERE e.jid = ANY ($1::text[])
+) d
+ORDER BY jid, dep
