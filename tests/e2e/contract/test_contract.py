@@ -55,8 +55,8 @@ def test_there_are_scenarios_for_every_operation() -> None:
     ops = {s["op"] for p in scenario_files() for s in json.loads(p.read_text())["steps"]}
     assert ops == {
         "push", "push_many", "get", "info", "fetch", "ack", "ack_many", "fail", "extend", "beat",
-        "result", "dependencies", "batch_new", "batch_open", "batch_commit", "batch_status", "jobs_list",
-        "job_retry", "job_kill", "job_cancel", "job_delete", "jobs_retry", "jobs_kill",
+        "result", "dependencies", "batch_new", "batch_open", "batch_commit", "batch_status",
+        "jobs_list", "job_retry", "job_kill", "job_cancel", "job_delete", "jobs_retry", "jobs_kill",
         "jobs_cancel", "jobs_delete", "queues_list", "queue_get", "queue_pause", "queue_resume",
         "queue_clear", "workers_list", "worker_quiet", "worker_terminate", "history",
         "batches_list",

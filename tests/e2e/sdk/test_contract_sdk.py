@@ -53,6 +53,8 @@ def call(client: Any, op: str, params: dict[str, Any]) -> Any:
         return client.ack_many([(a["jid"], a["lease"], a.get("result")) for a in p["acks"]])
     if op == "result":
         return client.result(p["jid"], wait=p.get("wait", 0))
+    if op == "dependencies":
+        return {"dependencies": client.dependencies(p["jid"]), "next": None}  # every page
     if op == "fail":
         return client.fail(p.pop("jid"), p.pop("lease"), **p)
     if op == "extend":

@@ -95,3 +95,52 @@ async def test_a_worker_hands_each_job_its_dependencies_results(werk_server):
             worker.stop()
             await running
     assert got.done and got.result == 1 + 4 + 9 + 16
+
+
+async def test_results_the_answer_left_out_are_read_before_the_handler_runs(
+    werk_server_factory,
+):
+    # A budget of about three results per answer: the fetch leaves most of them out.
+    server = werk_server_factory({"WERK_MAX_DEPENDENCY_RESULTS_BYTES": "100"})
+    registry = Registry()
+    seen = []
+
+    @registry.handler("part")
+    async def part(i):
+        return {"part": i, "pad": "x" * 10}
+
+    @registry.handler("whole", with_job=True)
+    async def whole(job):
+        seen.append([(d.jid, d.result, d.result_omitted) for d in job.dependencies.values()])
+
+    flow = Flow()
+    parts = [flow.add("part", [i], ref=f"p{i:02}", queue="parts") for i in range(12)]
+    summed = flow.add("whole", depends_on=parts, keep_result_for=60)
+    expected = [(p.jid, {"part": i, "pad": "x" * 10}, False) for i, p in enumerate(parts)]
+    async with AsyncClient(server.url) as client:
+        await client.push_flow(flow)
+        worker = Worker(registry, url=server.url, queues=["parts"], concurrency=12, fetch_wait=1)
+        running = asyncio.create_task(worker.run_async())
+        try:
+            for p in parts:
+                assert (await client.result(p.jid, wait=20)).done
+        finally:
+            worker.stop()
+            await running
+        read = await client.get(summed.jid)
+        omitted = [d.result_omitted for d in read.dependencies or []]
+        assert omitted.count(True) >= 8 and omitted == sorted(omitted)  # the first ones carried
+        every = await client.dependencies(summed.jid)
+        assert sorted((d.jid, d.result, d.result_omitted) for d in every) == sorted(expected)
+        assert [d.jid for d in await client.dependencies(summed.jid, after=every[5].jid)] == [
+            d.jid for d in every[6:]
+        ]
+        worker = Worker(registry, url=server.url, concurrency=1, fetch_wait=1)
+        running = asyncio.create_task(worker.run_async())
+        try:
+            assert (await client.result(summed.jid, wait=20)).done
+        finally:
+            worker.stop()
+            await running
+    (got,) = seen
+    assert sorted(got) == sorted(expected)

@@ -511,3 +511,39 @@ def test_forked_child_does_not_continue_the_parents_jids():
     os.close(read)
     os.close(write)
     assert child_start != str(jids._count.start)
+
+
+async def test_a_failed_read_of_left_out_dependency_results_fails_the_attempt():
+    """The worker reads the results a fetch left out before the handler runs; when that read
+    fails, the attempt fails as a handler's error would (and is retried), the handler unrun."""
+    import logging
+
+    from werk_client.lease_keeper import LeaseKeeper
+    from werk_client.models import Dependency, JobRecord
+    from werk_client.runner import Runner
+    from werk_client.running import RunningJob
+
+    registry = Registry()
+    ran = []
+
+    @registry.handler("whole")
+    async def whole():
+        ran.append(True)
+
+    async def unreachable(jid, *, after=None):
+        raise Unavailable(f"ConnectError: reading {jid} after {after}", code="unreachable")
+
+    log = logging.getLogger("test")
+    keeper = LeaseKeeper(None, asyncio.get_running_loop(), 1 / 3, log, on_lost=lambda run: None)
+    runner = Runner(
+        registry, [], WorkerConfig(), url="http://x", token=None, preload=(),
+        read_dependencies=unreachable,
+    )  # fmt: skip
+    deps = [Dependency("a", result=1), Dependency("b", result_omitted=True)]
+    run = RunningJob(JobRecord("j", "whole", dependencies=deps), registry.get("whole"), keeper, log)
+    try:
+        report = await runner.run(run)
+    finally:
+        runner.close()
+    assert report is not None and report.errtype == "Unavailable"
+    assert "reading j after a" in report.message and not ran

@@ -20,6 +20,7 @@ from .flow import Flow
 from .models import (
     AckManyResult,
     BatchStatus,
+    Dependency,
     ExtendResult,
     FailResult,
     JobRecord,
@@ -241,6 +242,20 @@ class AsyncClient:
     async def get(self, jid: str) -> JobRecord:
         """The job as stored; raises ``JobNotFound`` (completed jobs are deleted at ack)."""
         return protocol.parse_job(await self._send(protocol.get_call(jid)))
+
+    async def dependencies(self, jid: str, *, after: str | None = None) -> list[Dependency]:
+        """The job's dependencies in jid order, each with how it ended and its result: every
+        result, where a read or fetch of the job may leave some out (``result_omitted``) when
+        they add up to more than the server carries in one answer. ``after``: only those after
+        this dependency's jid. Raises ``JobNotFound``."""
+        found: list[Dependency] = []
+        while True:
+            page, after = protocol.parse_dependency_page(
+                await self._send(protocol.dependencies_call(jid, after))
+            )
+            found += page
+            if after is None:
+                return found
 
     async def result(self, jid: str, *, wait: float = 0) -> JobResult:
         """The job's outcome, waiting up to ``wait`` seconds (the server's long-poll limit

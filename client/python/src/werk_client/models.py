@@ -136,7 +136,9 @@ class Failure:
 class Dependency:
     """One dependency of a job pushed with ``depends_on``: how it ended (``outcome`` None: not
     yet; else ``completed``, ``dead``, ``expired``, ``cancelled``, ``skipped`` or ``deleted``)
-    and, when it completed, its ``result``."""
+    and, when it completed, its ``result``. ``result_omitted``: the answer left the result out
+    (a server carries at most a budget of dependency results per answer; the worker reads the
+    rest before the handler runs, ``Client.dependencies`` reads them all)."""
 
     jid: str
     ref: str | None = None
@@ -144,6 +146,7 @@ class Dependency:
     outcome: str | None = None
     result: Any = None
     settled_at: datetime | None = None
+    result_omitted: bool = False
 
     @property
     def completed(self) -> bool:
@@ -269,6 +272,7 @@ class JobRecord:
                     outcome=d.get("outcome"),
                     result=d.get("result"),
                     settled_at=parse_time(d.get("settled_at")),
+                    result_omitted=bool(d.get("result_omitted", False)),
                 )
                 for d in data["dependencies"]
             ]

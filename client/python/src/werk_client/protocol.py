@@ -18,6 +18,7 @@ import msgspec
 from .models import (
     AckManyResult,
     BatchStatus,
+    Dependency,
     ExtendResult,
     FailResult,
     JobRecord,
@@ -91,6 +92,11 @@ class _Pushed(msgspec.Struct):
     existed: list[str] = msgspec.field(default_factory=list)
 
 
+class _DependencyPage(msgspec.Struct):
+    dependencies: list[Dependency]
+    next: str | None = None
+
+
 class _Beat(msgspec.Struct):
     state: str = "running"
 
@@ -105,6 +111,7 @@ _decode_result = msgspec.json.Decoder(JobResult).decode
 _decode_fail = msgspec.json.Decoder(FailResult).decode
 _decode_extend = msgspec.json.Decoder(ExtendResult).decode
 _decode_beat = msgspec.json.Decoder(_Beat).decode
+_decode_dependency_page = msgspec.json.Decoder(_DependencyPage).decode
 decode_any: Callable[[bytes], Any] = msgspec.json.Decoder().decode
 
 
@@ -393,6 +400,18 @@ def parse_beat(data: bytes) -> WorkerState:
 
 def get_call(jid: str) -> Call:
     return Call("GET", _jid_path(jid))
+
+
+def dependencies_call(jid: str, after: str | None) -> Call:
+    """A page of the job's dependencies with their results, after the dependency ``after``."""
+    query = "" if after is None else f"?cursor={quote(after, safe='')}"
+    return Call("GET", _jid_path(jid, "dependencies") + query)
+
+
+def parse_dependency_page(data: bytes) -> tuple[list[Dependency], str | None]:
+    """The page's dependencies and the cursor of the next page (None: it was the last)."""
+    page = _decode_dependency_page(data)
+    return page.dependencies, page.next
 
 
 def info_call() -> Call:

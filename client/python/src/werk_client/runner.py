@@ -12,10 +12,12 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .failures import FailureReport, describe_failure
 from .job import Job
+from .models import Dependency, JobRecord
 from .process_mode import ProcessRunner
 from .registry import Handler, Middleware, Registry
 from .results import sendable_result
@@ -39,8 +41,10 @@ class Runner:
         url: str,
         token: str | None,
         preload: Sequence[str],
+        read_dependencies: Callable[..., Awaitable[list[Dependency]]],
     ) -> None:
         self._registry = registry
+        self._read_dependencies = read_dependencies
         self._middleware = list(middleware)
         self._backtrace_lines = config.backtrace_lines
         self._timeout_grace = config.timeout_grace
@@ -73,6 +77,12 @@ class Runner:
                 errtype="InvalidTimeout", message=str(exc), backtrace=[], retry=False
             )
         handler = run.handler
+        deps = run.record.dependencies
+        if deps and any(d.result_omitted for d in deps):
+            try:
+                run.record = await self._with_every_result(run.record, deps)
+            except Exception as exc:  # the attempt fails and is retried, as a handler's would
+                return describe_failure(exc, self._max_lines(run))
         # What the handler and the middleware see of the job, built only for them, and held by
         # this call rather than by ``run``: the job refers to ``run``, and a reference back
         # would make every finished job a cycle that only the garbage collector frees.
@@ -80,6 +90,18 @@ class Runner:
         if timeout is None:
             return await self._run(run, handler, job)
         return await self._run_within(run, handler, job, timeout)
+
+    async def _with_every_result(self, record: JobRecord, deps: list[Dependency]) -> JobRecord:
+        """The record with the dependency results its fetch answer left out, read from the
+        job's dependency pages from the first one left out on."""
+        first = next(i for i, d in enumerate(deps) if d.result_omitted)
+        read = await self._read_dependencies(
+            record.jid, after=deps[first - 1].jid if first else None
+        )
+        by_jid = {d.jid: d for d in read}
+        return replace(
+            record, dependencies=[*deps[:first], *(by_jid.get(d.jid, d) for d in deps[first:])]
+        )
 
     @staticmethod
     def _timeout(run: RunningJob, handler: Handler) -> float | None:

@@ -222,6 +222,7 @@ class Worker:
             url=self.url,
             token=self._token,
             preload=self._preload,
+            read_dependencies=client.dependencies,
         )
         self._keeper = LeaseKeeper(
             client, loop, config.extend_fraction, self.log, on_lost=self._runner.abandon
