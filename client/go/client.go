@@ -286,6 +286,57 @@ func (c *Client) Get(ctx context.Context, jid string) (*Job, error) {
 	return &job, c.call(ctx, "GET", "/v1/jobs/"+url.PathEscape(jid), nil, &job, 0)
 }
 
+// Dependencies reads every dependency of the job jid, in jid order, each with its result: those
+// a fetch or Get left out (ResultOmitted) included. It follows the job's dependency pages to the
+// last; ErrJobNotFound when the job is not stored.
+func (c *Client) Dependencies(ctx context.Context, jid string) ([]Dependency, error) {
+	all := []Dependency{}
+	err := c.dependencyPages(ctx, jid, "", func(page []Dependency) bool {
+		all = append(all, page...)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// dependencyPageLimit is the most dependencies a page is asked for (the server's own limit): the
+// server bounds the results' bytes of a page by its budget anyway.
+const dependencyPageLimit = 1000
+
+// dependencyPage is one answer of GET /v1/jobs/{jid}/dependencies; Next (nil: the last page) is
+// the cursor of the following one.
+type dependencyPage struct {
+	Dependencies []Dependency `json:"dependencies"`
+	Next         *string      `json:"next"`
+}
+
+// dependencyPages reads the dependency pages of the job jid after cursor (exclusive, a
+// dependency's jid; "": from the first), giving each to page until it answers false or the last
+// page is read.
+func (c *Client) dependencyPages(ctx context.Context, jid, cursor string, page func([]Dependency) bool) error {
+	base := "/v1/jobs/" + url.PathEscape(jid) + "/dependencies"
+	for {
+		query := url.Values{"limit": {strconv.Itoa(dependencyPageLimit)}}
+		if cursor != "" {
+			query.Set("cursor", cursor)
+		}
+		var out dependencyPage
+		if err := c.call(ctx, "GET", withQuery(base, query), nil, &out, 0); err != nil {
+			return err
+		}
+		if !page(out.Dependencies) || out.Next == nil {
+			return nil
+		}
+		if len(out.Dependencies) == 0 || *out.Next == cursor {
+			// Each page holds at least one dependency: another would be read forever.
+			return fmt.Errorf("werk: the dependencies of job %s: a page after %q that moves no further", jid, cursor)
+		}
+		cursor = *out.Next
+	}
+}
+
 // Info returns the server summary.
 func (c *Client) Info(ctx context.Context) (*Info, error) {
 	var info Info

@@ -178,6 +178,9 @@ func perform(t *testing.T, c *Client, op string, p map[string]any) (any, error) 
 	case "result":
 		wait, _ := p["wait"].(float64)
 		return c.Result(ctx, jid, wait)
+	case "dependencies":
+		deps, err := c.Dependencies(ctx, jid)
+		return map[string]any{"dependencies": deps, "next": nil}, err
 	case "ack_many":
 		var body struct{ Acks []AckItem }
 		decode(t, p, &body)

@@ -24,7 +24,9 @@ var jobAnswers = []string{
 	  "message":"m","backtrace":["a","b"]},
 	  "unique":{"for":60,"until":"success","key":"k","on_conflict":"reject"}, "duplicate":true, "created":false,
 	  "result":[1,2], "completed_at":"2026-12-04T19:55:52Z", "keep_result_for":60, "batch":"b1",
-	  "dependencies":[{"jid":"d","ref":"r","on_failure":"fail","outcome":"completed","result":{"x":1},"settled_at":null}],
+	  "dependencies":[{"jid":"d","ref":"r","on_failure":"fail","outcome":"completed","result":{"x":1},"settled_at":null},
+	  {"jid":"d2","ref":null,"on_failure":"skip","outcome":"completed","result":null,"result_omitted":true,
+	  "settled_at":"2026-12-04T19:55:52Z"}],
 	  "dependents":[{"jid":"e","state":"waiting","on_failure":"skip"}],
 	  "unknown":{"nested":[1,2,{"x":"y"}],"s":"\n"}, "also_unknown": -0.5e-7 } `,
 	`{"jid":null,"args":null,"custom":null,"created_at":null,"priority":null,"state":"x"}`,
@@ -203,6 +205,9 @@ func TestJobListsDecodeAsEncodingJSON(t *testing.T) {
 		`"created_at":"2026-12-05T05:16:24.736679Z","enqueued_at":"2026-12-05T05:16:24.736679Z","attempt":0,` +
 		`"progress":null,"failure":null,"lease_expires_at":null,"wid":null,"keep_result_for":0,"result":null,` +
 		`"completed_at":null,"expires_at":null,"unique":null,"x":[1,{"y":2}],"batch":"b","duplicate":false}`
+	// A dependency whose result the answer left out.
+	const dependency = `{"jid":"1a244a1cf1707a864fa171b90002","ref":null,"on_failure":"fail","outcome":"completed",` +
+		`"result":null,"result_omitted":true,"settled_at":"2026-12-05T05:16:24.736679Z"}`
 	variants := []string{
 		job,
 		strings.Replace(job, `"jid":"1a244a1cf1707a864fa171b90000"`, `"jid":"1a244a1cf1707a864fa171b90001"`, 1),
@@ -246,6 +251,13 @@ func TestJobListsDecodeAsEncodingJSON(t *testing.T) {
 		strings.Replace(job, `"queue":"q",`, ``, 1),
 		strings.Replace(job, `"keep_result_for":0,`, `"keep_result_for":0,"keep_result_for":5,`, 1),
 		strings.Replace(job, `{"jid"`, `{ "jid"`, 1),
+		strings.Replace(job, `"batch":"b"`, `"batch":"b","dependencies":[`+dependency+`]`, 1),
+		strings.Replace(job, `"batch":"b"`, `"batch":"b","dependencies":[`+dependency+`,`+
+			strings.Replace(dependency, `"result":null,"result_omitted":true`, `"result":[1],"result_omitted":false`, 1)+`]`, 1),
+		strings.Replace(job, `"batch":"b"`, `"batch":"b","dependencies":[`+
+			strings.Replace(dependency, `"result_omitted":true`, `"result_omitted":null`, 1)+`]`, 1),
+		strings.Replace(job, `"batch":"b"`, `"batch":"b","dependencies":[`+
+			strings.Replace(dependency, `"result_omitted":true`, `"result_omitted":1`, 1)+`]`, 1),
 		`{}`, `null`, `{"state":"x"}`,
 	}
 	for _, a := range variants {
@@ -262,7 +274,8 @@ func TestChangedJobsInListsDecodeAsEncodingJSON(t *testing.T) {
 	const job = `{"jid":"1a244a1cf1707a864fa171b90000","jobtype":"noop","args":[1],"queue":"q","priority":0,` +
 		`"reserve_for":1800,"retry":25,"custom":{},"at":null,"state":"available",` +
 		`"created_at":"2026-12-05T05:16:24.736679Z","enqueued_at":"2026-12-05T05:16:24.736679Z",` +
-		`"progress":null,"wid":null,"result":null,"zz":1}`
+		`"progress":null,"wid":null,"result":null,"zz":1,"dependencies":[{"jid":"d","ref":null,"outcome":"completed",` +
+		`"result":null,"result_omitted":true}]}`
 	for i := 0; i < len(job); i++ {
 		changed := []string{job[:i] + job[i+1:], job[:i] + job[i:i+1] + job[i:]}
 		for _, c := range []string{" ", "0", "1", `"`, ",", "}", "]", "n", `\`, "\t", "\u00e9", "\xff"} {
@@ -349,5 +362,30 @@ func TestJobsNamedTwiceAreTheSecondList(t *testing.T) {
 	}
 	if len(got.Jobs) != 2 || !reflect.DeepEqual(plain(got.Jobs[0]), want.Jobs[0]) || !reflect.DeepEqual(plain(got.Jobs[1]), want.Jobs[1]) {
 		t.Errorf("got %+v\nwant %+v", got.Jobs, want.Jobs)
+	}
+}
+
+// A dependency whose result an answer left out says so (result_omitted, sent only when true),
+// in a job read alone and in the jobs of a fetch, and says it again only when true.
+func TestOmittedDependencyResultsDecode(t *testing.T) {
+	var job Job
+	if err := job.UnmarshalJSON([]byte(jobAnswers[1])); err != nil {
+		t.Fatal(err)
+	}
+	var list fetched
+	if err := list.UnmarshalJSON([]byte(`{"jobs":[` + jobAnswers[1] + `,` + jobAnswers[1] + `]}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []Job{job, list.Jobs[0], list.Jobs[1]} {
+		deps := j.Dependencies
+		if len(deps) != 2 || deps[0].ResultOmitted || string(deps[0].Result) != `{"x":1}` ||
+			!deps[1].ResultOmitted || string(deps[1].Result) != "null" {
+			t.Fatalf("dependencies decoded as %+v", deps)
+		}
+		encoded, err := json.Marshal(deps)
+		if err != nil || strings.Count(string(encoded), `"result_omitted":true`) != 1 ||
+			strings.Count(string(encoded), `"result_omitted"`) != 1 {
+			t.Fatalf("dependencies encoded as %s (%v)", encoded, err)
+		}
 	}
 }

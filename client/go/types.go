@@ -2,6 +2,7 @@ package werk
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -38,7 +39,8 @@ type Job struct {
 	Result        json.RawMessage `json:"result"`
 	CompletedAt   *time.Time      `json:"completed_at"`
 	// Dependencies: a job pushed with DependsOn, as fetched or read alone, with each
-	// dependency's outcome and result. Dependents: a job read alone that others depend on.
+	// dependency's outcome and result (see Dependency.ResultOmitted). Dependents: a job read
+	// alone that others depend on.
 	Dependencies []Dependency `json:"dependencies,omitempty"`
 	Dependents   []Dependent  `json:"dependents,omitempty"`
 	// Batch: the bid of the batch the job is a member of (empty: none).
@@ -87,14 +89,18 @@ type UniqueConflict struct {
 }
 
 // Dependency is one dependency of a job: Outcome is nil until it settles, then "completed"
-// (with its Result), "dead", "expired", "cancelled", "skipped" or "deleted".
+// (with its Result), "dead", "expired", "cancelled", "skipped" or "deleted". ResultOmitted: the
+// answer that carried it (a fetch, Get) left its result out, the dependencies' results of one
+// answer being bounded (WERK_MAX_DEPENDENCY_RESULTS_BYTES); Client.Dependencies reads them all,
+// and the Worker fills them in before a handler runs.
 type Dependency struct {
-	JID       string          `json:"jid"`
-	Ref       *string         `json:"ref"`
-	OnFailure string          `json:"on_failure"`
-	Outcome   *string         `json:"outcome"`
-	Result    json.RawMessage `json:"result"`
-	SettledAt *time.Time      `json:"settled_at"`
+	JID           string          `json:"jid"`
+	Ref           *string         `json:"ref"`
+	OnFailure     string          `json:"on_failure"`
+	Outcome       *string         `json:"outcome"`
+	Result        json.RawMessage `json:"result"`
+	ResultOmitted bool            `json:"result_omitted,omitempty"`
+	SettledAt     *time.Time      `json:"settled_at"`
 }
 
 // Dependent is a job depending on the one read.
@@ -117,6 +123,11 @@ func (j *Job) DependencyResult(name string, v any) (bool, error) {
 		if d.JID == name || (d.Ref != nil && *d.Ref == name) {
 			if d.Outcome == nil || *d.Outcome != "completed" {
 				return false, nil
+			}
+			if d.ResultOmitted {
+				// Decoding the null left in its place would answer nothing with no error.
+				return true, fmt.Errorf("werk: the result of dependency %s was left out of the answer "+
+					"that read the job (Client.Dependencies reads it)", d.JID)
 			}
 			return true, json.Unmarshal(d.Result, v)
 		}

@@ -761,6 +761,17 @@ func (w *Worker) run(ctx context.Context, r *runningJob) {
 			timeout = 1 // under a nanosecond is still a limit, not none
 		}
 	}
+	// Read here, under the lease extension above: a job with many dependencies may take a few
+	// pages. The handler's timeout is its own and does not count the reading.
+	if err := w.fillOmitted(ctx, r.job); err != nil {
+		w.handled(r)
+		if ctx.Err() != nil {
+			return // lease lost, or given up at shutdown (already failed by Run)
+		}
+		// As if the handler had returned it: the job runs again later.
+		w.settleFailure(ctx, r, describe(err, w.backtraceLines(r.job)))
+		return
+	}
 	var err error
 	if timeout > 0 {
 		err = runWithin(ctx, handler, r.job, timeout, w.TimeoutGrace)
@@ -788,6 +799,45 @@ func (w *Worker) run(ctx context.Context, r *runningJob) {
 	w.mu.Lock()
 	w.processed++
 	w.mu.Unlock()
+}
+
+// fillOmitted gives job the dependency results its fetch answer left out (ResultOmitted), read
+// from the job's dependency pages, so a handler sees every result as the job was pushed to get
+// them. Reading starts at the page holding the first one left out (the cursor is exclusive: the
+// dependency before it, in the answer's order, which is the server's) and ends once each is filled.
+func (w *Worker) fillOmitted(ctx context.Context, job *Job) error {
+	var omitted map[string]int // jid: index in job.Dependencies
+	cursor := ""
+	for i, d := range job.Dependencies {
+		if !d.ResultOmitted {
+			continue
+		}
+		if omitted == nil {
+			omitted = map[string]int{}
+			if i > 0 {
+				cursor = job.Dependencies[i-1].JID
+			}
+		}
+		omitted[d.JID] = i
+	}
+	if len(omitted) == 0 {
+		return nil
+	}
+	err := w.Client.dependencyPages(ctx, job.JID, cursor, func(page []Dependency) bool {
+		for _, d := range page {
+			if i, ok := omitted[d.JID]; ok {
+				job.Dependencies[i].Result = d.Result
+				job.Dependencies[i].ResultOmitted = false
+				delete(omitted, d.JID)
+			}
+		}
+		return len(omitted) > 0
+	})
+	if err == nil && len(omitted) > 0 {
+		err = fmt.Errorf("werk: job %s: %d dependencies whose results the fetch left out are not in its dependency pages",
+			job.JID, len(omitted))
+	}
+	return err
 }
 
 type panicError struct {

@@ -99,6 +99,9 @@ class Runner:
             record.jid, after=deps[first - 1].jid if first else None
         )
         by_jid = {d.jid: d for d in read}
+        missing = [d.jid for d in deps[first:] if d.result_omitted and d.jid not in by_jid]
+        if missing:
+            raise LookupError(f"dependencies {missing[:10]} are not in the job's dependency pages")
         return replace(
             record, dependencies=[*deps[:first], *(by_jid.get(d.jid, d) for d in deps[first:])]
         )
