@@ -1,7 +1,10 @@
-import type { AckItem, AckManyResult, BatchListOptions, BatchNew, BatchPage, BatchStatus, Beat, BulkResult, ExtendOptions, ExtendResult, FailReport, FailResult, FetchRequest, FetchedJob, HistoryDay, HistoryOptions, Info, Job, JobFilter, JobListFilter, JobPage, JobPush, JobResult, PushedJob, PushJidsResult, PushManyResult, QueueDetail, WorkerInfo, WorkerState } from "./types.js";
+import type { AckItem, AckManyResult, BatchListOptions, BatchNew, BatchPage, BatchStatus, Beat, BulkResult, Dependency, DependencyPage, DependencyPageOptions, ExtendOptions, ExtendResult, FailReport, FailResult, FetchRequest, FetchedJob, HistoryDay, HistoryOptions, Info, Job, JobFilter, JobListFilter, JobPage, JobPush, JobResult, PushedJob, PushJidsResult, PushManyResult, QueueDetail, WorkerInfo, WorkerState } from "./types.js";
 export declare const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
 export declare const MAX_BATCH = 1000;
+/** Dependencies per page asked for when reading pages through: the server's largest `limit`, so
+ * its budget of result bytes, not a count, ends a page. */
+export declare const DEPENDENCY_PAGE_MAX = 1000;
 /** An open batch inside `Client.batch` or `Client.inBatch`: what is pushed through it joins it. */
 export interface BatchHandle {
     bid: string;
@@ -85,6 +88,22 @@ export declare class Client {
     private handle;
     /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */
     get(jid: string): Promise<Job>;
+    /**
+     * Every dependency of the job, in jid order, each with its result: all its dependency pages,
+     * which carry the results a fetch or `get` left out (`result_omitted`). Rejects with
+     * `JobNotFound` when the job is not stored.
+     */
+    dependencies(jid: string, options?: {
+        signal?: AbortSignal;
+    }): Promise<Dependency[]>;
+    /**
+     * One page of the job's dependencies in jid order after the dependency `cursor` (a page's
+     * `next`; none: from the first), each with its result: at most `limit` of them, and as many
+     * results as the server's budget per answer holds (at least one). Rejects with `JobNotFound`.
+     */
+    dependencyPage(jid: string, page?: DependencyPageOptions, options?: {
+        signal?: AbortSignal;
+    }): Promise<DependencyPage>;
     /**
      * The job's outcome, waiting up to `wait` seconds (the server's long-poll limit applies) for it
      * to settle: `done` says whether it did. Rejects with `JobNotFound` when the job is not stored

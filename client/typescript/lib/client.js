@@ -6,6 +6,9 @@ import { checkTimeout, customTimeout } from "./timeouts.js";
 export const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
 export const MAX_BATCH = 1000;
+/** Dependencies per page asked for when reading pages through: the server's largest `limit`, so
+ * its budget of result bytes, not a count, ends a page. */
+export const DEPENDENCY_PAGE_MAX = 1000;
 /**
  * The jobs (each with a jid, so a retried push stores once) in requests of at most MAX_BATCH.
  * No jobs still make one (empty) request: the server's answer to it is the caller's.
@@ -241,6 +244,30 @@ export class Client {
     /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */
     async get(jid) {
         return (await this.send({ method: "GET", path: `/v1/jobs/${encodeURIComponent(jid)}` }));
+    }
+    /**
+     * Every dependency of the job, in jid order, each with its result: all its dependency pages,
+     * which carry the results a fetch or `get` left out (`result_omitted`). Rejects with
+     * `JobNotFound` when the job is not stored.
+     */
+    async dependencies(jid, options = {}) {
+        const all = [];
+        let cursor = null;
+        do {
+            const page = await this.dependencyPage(jid, { cursor, limit: DEPENDENCY_PAGE_MAX }, options);
+            all.push(...page.dependencies);
+            cursor = page.next;
+        } while (cursor !== null);
+        return all;
+    }
+    /**
+     * One page of the job's dependencies in jid order after the dependency `cursor` (a page's
+     * `next`; none: from the first), each with its result: at most `limit` of them, and as many
+     * results as the server's budget per answer holds (at least one). Rejects with `JobNotFound`.
+     */
+    async dependencyPage(jid, page = {}, options = {}) {
+        const path = withQuery(`/v1/jobs/${encodeURIComponent(jid)}/dependencies`, page);
+        return (await this.send({ method: "GET", path, signal: options.signal }));
     }
     /**
      * The job's outcome, waiting up to `wait` seconds (the server's long-poll limit applies) for it

@@ -164,6 +164,14 @@ export declare class Worker {
     private handled;
     private execute;
     /**
+     * Fills in the dependency results the fetch left out (`result_omitted`: one answer carries
+     * dependency results only up to the server's budget), so middleware and handler see every
+     * result, as the job's dependencies hold them. Reads the job's dependency pages from the one
+     * holding the first result left out (the cursor is the dependency before it: pages are in jid
+     * order, as the fetch lists them) until none is missing.
+     */
+    private fillOmittedResults;
+    /**
      * The handler's outcome if it ends within `seconds`; else its signal is aborted with a
      * `TimeoutError`, and after `timeoutGraceMs` more the attempt is a `Timeout` failure whether it
      * stopped or not (a handler that ignores its signal runs on, without its slot).

@@ -1,6 +1,6 @@
 import { hostname as osHostname } from "node:os";
 import { AckBatcher } from "./acks.js";
-import { Client, newJid } from "./client.js";
+import { Client, DEPENDENCY_PAGE_MAX, newJid } from "./client.js";
 import { JobNotFound, LeaseLost, NoRetry, RetryIn, Unavailable, ValidationError, WerkError } from "./errors.js";
 import { RESERVE_FOR_MAX, TIMEOUT_ERRTYPE, TimeoutError, checkTimeout, customTimeout, weightedOrder } from "./timeouts.js";
 // Tries to deliver an ack or fail while the server cannot be reached (each try already retried
@@ -342,6 +342,21 @@ export class Worker {
             await this.settleFailure(entry, { errtype: "InvalidTimeout", message: text(error.message), backtrace: [], retry: false });
             return;
         }
+        try {
+            // Outside the job's timeout, which bounds its handler; the client's own timeouts and
+            // retries bound the reading, and the lease is kept extended meanwhile as for a handler.
+            await this.fillOmittedResults(job, entry.controller.signal);
+        }
+        catch (error) {
+            this.handled(entry);
+            // Settled elsewhere (lease lost / shut down, which abort the reading).
+            if (entry.settling || entry.lost || entry.controller.signal.aborted)
+                return;
+            entry.settling = true;
+            clearTimeout(entry.extendTimer);
+            await this.settleFailure(entry, describeFailure(error, this.maxLines(job)));
+            return;
+        }
         let call = () => Promise.resolve().then(() => registered.handler(job.args, ctx));
         for (const middleware of [...this.middleware].reverse()) {
             const next = call;
@@ -370,6 +385,44 @@ export class Worker {
         }
         else {
             await this.settleFailure(entry, describeFailure(outcome.error, this.maxLines(job)));
+        }
+    }
+    /**
+     * Fills in the dependency results the fetch left out (`result_omitted`: one answer carries
+     * dependency results only up to the server's budget), so middleware and handler see every
+     * result, as the job's dependencies hold them. Reads the job's dependency pages from the one
+     * holding the first result left out (the cursor is the dependency before it: pages are in jid
+     * order, as the fetch lists them) until none is missing.
+     */
+    async fillOmittedResults(job, signal) {
+        const dependencies = job.dependencies ?? [];
+        const first = dependencies.findIndex((dep) => dep.result_omitted);
+        if (first < 0)
+            return;
+        const missing = new Map();
+        for (const dep of dependencies)
+            if (dep.result_omitted)
+                missing.set(dep.jid, dep);
+        let cursor = first > 0 ? dependencies[first - 1].jid : null;
+        while (missing.size > 0) {
+            const page = await this.client.dependencyPage(job.jid, { cursor, limit: DEPENDENCY_PAGE_MAX }, { signal });
+            for (const read of page.dependencies) {
+                const dep = missing.get(read.jid);
+                if (dep === undefined)
+                    continue;
+                dep.result = read.result;
+                delete dep.result_omitted;
+                missing.delete(read.jid);
+            }
+            if (page.next === null)
+                break;
+            cursor = page.next;
+        }
+        if (missing.size > 0) {
+            const example = missing.keys().next().value;
+            throw new WerkError(`job ${job.jid}: ${missing.size} dependency results left out are not in its pages (${example}, ...)`, {
+                code: "dependencies_incomplete",
+            });
         }
     }
     /**

@@ -11,6 +11,9 @@ import type {
   BatchStatus,
   Beat,
   BulkResult,
+  Dependency,
+  DependencyPage,
+  DependencyPageOptions,
   ExtendOptions,
   ExtendResult,
   FailReport,
@@ -39,6 +42,9 @@ import { checkTimeout, customTimeout } from "./timeouts.js";
 export const VERSION = "0.1.0";
 /** Jobs per batch push / ack request (the server's default limit). */
 export const MAX_BATCH = 1000;
+/** Dependencies per page asked for when reading pages through: the server's largest `limit`, so
+ * its budget of result bytes, not a count, ends a page. */
+export const DEPENDENCY_PAGE_MAX = 1000;
 
 /** An open batch inside `Client.batch` or `Client.inBatch`: what is pushed through it joins it. */
 export interface BatchHandle {
@@ -325,6 +331,34 @@ export class Client {
   /** The job as stored; rejects with `JobNotFound` (completed jobs are deleted at ack). */
   async get(jid: string): Promise<Job> {
     return (await this.send({ method: "GET", path: `/v1/jobs/${encodeURIComponent(jid)}` })) as Job;
+  }
+
+  /**
+   * Every dependency of the job, in jid order, each with its result: all its dependency pages,
+   * which carry the results a fetch or `get` left out (`result_omitted`). Rejects with
+   * `JobNotFound` when the job is not stored.
+   */
+  async dependencies(jid: string, options: { signal?: AbortSignal } = {}): Promise<Dependency[]> {
+    const all: Dependency[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: DependencyPage = await this.dependencyPage(jid, { cursor, limit: DEPENDENCY_PAGE_MAX }, options);
+      all.push(...page.dependencies);
+      cursor = page.next;
+    } while (cursor !== null);
+    return all;
+  }
+
+  /**
+   * One page of the job's dependencies in jid order after the dependency `cursor` (a page's
+   * `next`; none: from the first), each with its result: at most `limit` of them, and as many
+   * results as the server's budget per answer holds (at least one). Rejects with `JobNotFound`.
+   */
+  async dependencyPage(
+    jid: string, page: DependencyPageOptions = {}, options: { signal?: AbortSignal } = {},
+  ): Promise<DependencyPage> {
+    const path = withQuery(`/v1/jobs/${encodeURIComponent(jid)}/dependencies`, page);
+    return (await this.send({ method: "GET", path, signal: options.signal })) as DependencyPage;
   }
 
   /**

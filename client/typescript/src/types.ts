@@ -14,8 +14,17 @@ export type PushedJob = Schemas["PushedJob"];
 export type JobPush = Schemas["JobPush"];
 export type JobState = Schemas["JobState"];
 export type Failure = Schemas["Failure"];
-/** One dependency of a job pushed with `depends_on`: its outcome and, once completed, its result. */
+/**
+ * One dependency of a job pushed with `depends_on`: its outcome and, once completed, its result.
+ * `result_omitted` (true, else absent): the answer left the result out (`result` null), as one
+ * answer carries dependency results only up to the server's `WERK_MAX_DEPENDENCY_RESULTS_BYTES`;
+ * `Client.dependencies` reads them all, and a `Worker` fills them in before its handler runs.
+ */
 export type Dependency = Schemas["Dependency"];
+/** A page of a job's dependencies in jid order, each with its result; `next` (null: the last page) asks for the next. */
+export type DependencyPage = Schemas["DependencyPage"];
+/** Which page `Client.dependencyPage` reads: after the dependency `cursor` (a page's `next`), at most `limit` (1..1000, server default 100). */
+export type DependencyPageOptions = Query<"jobs-dependencies">;
 /** A job depending on the one read. */
 export type Dependent = Schemas["Dependent"];
 /** What a job does when a dependency ends badly: `fail`, `skip` or `ignore`. */

@@ -1,10 +1,10 @@
 import { hostname as osHostname } from "node:os";
 
 import { AckBatcher } from "./acks.js";
-import { Client, type ClientOptions, newJid } from "./client.js";
+import { Client, type ClientOptions, DEPENDENCY_PAGE_MAX, newJid } from "./client.js";
 import { JobNotFound, LeaseLost, NoRetry, RetryIn, Unavailable, ValidationError, WerkError } from "./errors.js";
 import { RESERVE_FOR_MAX, TIMEOUT_ERRTYPE, TimeoutError, checkTimeout, customTimeout, weightedOrder } from "./timeouts.js";
-import type { FailReport, FetchedJob, WorkerState } from "./types.js";
+import type { Dependency, FailReport, FetchedJob, WorkerState } from "./types.js";
 
 /** What a handler gets besides the job's args. */
 export interface JobContext {
@@ -439,6 +439,19 @@ export class Worker {
       await this.settleFailure(entry, { errtype: "InvalidTimeout", message: text((error as Error).message), backtrace: [], retry: false });
       return;
     }
+    try {
+      // Outside the job's timeout, which bounds its handler; the client's own timeouts and
+      // retries bound the reading, and the lease is kept extended meanwhile as for a handler.
+      await this.fillOmittedResults(job, entry.controller.signal);
+    } catch (error) {
+      this.handled(entry);
+      // Settled elsewhere (lease lost / shut down, which abort the reading).
+      if (entry.settling || entry.lost || entry.controller.signal.aborted) return;
+      entry.settling = true;
+      clearTimeout(entry.extendTimer);
+      await this.settleFailure(entry, describeFailure(error, this.maxLines(job)));
+      return;
+    }
     let call = (): Promise<unknown> => Promise.resolve().then(() => registered.handler(job.args as unknown[], ctx));
     for (const middleware of [...this.middleware].reverse()) {
       const next = call;
@@ -467,6 +480,40 @@ export class Worker {
       }
     } else {
       await this.settleFailure(entry, describeFailure(outcome.error, this.maxLines(job)));
+    }
+  }
+
+  /**
+   * Fills in the dependency results the fetch left out (`result_omitted`: one answer carries
+   * dependency results only up to the server's budget), so middleware and handler see every
+   * result, as the job's dependencies hold them. Reads the job's dependency pages from the one
+   * holding the first result left out (the cursor is the dependency before it: pages are in jid
+   * order, as the fetch lists them) until none is missing.
+   */
+  private async fillOmittedResults(job: FetchedJob, signal: AbortSignal): Promise<void> {
+    const dependencies = job.dependencies ?? [];
+    const first = dependencies.findIndex((dep) => dep.result_omitted);
+    if (first < 0) return;
+    const missing = new Map<string, Dependency>();
+    for (const dep of dependencies) if (dep.result_omitted) missing.set(dep.jid, dep);
+    let cursor = first > 0 ? (dependencies[first - 1] as Dependency).jid : null;
+    while (missing.size > 0) {
+      const page = await this.client.dependencyPage(job.jid, { cursor, limit: DEPENDENCY_PAGE_MAX }, { signal });
+      for (const read of page.dependencies) {
+        const dep = missing.get(read.jid);
+        if (dep === undefined) continue;
+        dep.result = read.result;
+        delete dep.result_omitted;
+        missing.delete(read.jid);
+      }
+      if (page.next === null) break;
+      cursor = page.next;
+    }
+    if (missing.size > 0) {
+      const example = missing.keys().next().value as string;
+      throw new WerkError(`job ${job.jid}: ${missing.size} dependency results left out are not in its pages (${example}, ...)`, {
+        code: "dependencies_incomplete",
+      });
     }
   }
 

@@ -73,6 +73,7 @@ async function perform(op: string, p: Params): Promise<unknown> {
     case "fetch": return { jobs: await client.fetch(p as any) };
     case "ack": await client.ack(jid, lease, rest.result); return null;
     case "result": return client.result(jid, { wait: rest.wait ?? 0 });
+    case "dependencies": return { dependencies: await client.dependencies(jid), next: null };
     case "ack_many": return client.ackMany(p.acks);
     case "fail": return client.fail(jid, lease, rest);
     case "extend": return client.extend(jid, lease, rest);

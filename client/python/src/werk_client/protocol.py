@@ -402,9 +402,16 @@ def get_call(jid: str) -> Call:
     return Call("GET", _jid_path(jid))
 
 
+# Dependencies per page asked for: the server's largest limit, so that its budget of result bytes,
+# not a count, ends a page.
+DEPENDENCY_PAGE_MAX = 1000
+
+
 def dependencies_call(jid: str, after: str | None) -> Call:
     """A page of the job's dependencies with their results, after the dependency ``after``."""
-    query = "" if after is None else f"?cursor={quote(after, safe='')}"
+    query = f"?limit={DEPENDENCY_PAGE_MAX}"
+    if after is not None:
+        query += f"&cursor={quote(after, safe='')}"
     return Call("GET", _jid_path(jid, "dependencies") + query)
 
 
