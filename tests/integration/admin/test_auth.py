@@ -39,6 +39,7 @@ EXPECTED: dict[str, set[str] | None] = {
     "jobs-push-batch": {"push"},
     "jobs-get": {"push", "work"},
     "jobs-result": {"push", "work"},
+    "jobs-dependencies": {"push", "work"},
     "work-fetch": {"work"},
     "batches-new": {"push"},
     "batches-open": {"push"},
