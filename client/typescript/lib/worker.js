@@ -280,7 +280,7 @@ export class Worker {
     }
     // -- one job -------------------------------------------------------------------------------
     start(job) {
-        const entry = { job, controller: new AbortController(), lost: false, handled: false, settling: false, finished: false };
+        const entry = { job, lost: false, handled: false, settling: false, finished: false };
         this.running.add(entry);
         this.handling++;
         this.scheduleExtend(entry);
@@ -326,7 +326,9 @@ export class Worker {
         }
         const ctx = {
             job,
-            signal: entry.controller.signal,
+            get signal() {
+                return signalOf(entry);
+            },
             checkpoint: async (progress) => {
                 await this.extend(entry, progress, true);
             },
@@ -345,12 +347,12 @@ export class Worker {
         try {
             // Outside the job's timeout, which bounds its handler; the client's own timeouts and
             // retries bound the reading, and the lease is kept extended meanwhile as for a handler.
-            await this.fillOmittedResults(job, entry.controller.signal);
+            await this.fillOmittedResults(entry);
         }
         catch (error) {
             this.handled(entry);
             // Settled elsewhere (lease lost / shut down, which abort the reading).
-            if (entry.settling || entry.lost || entry.controller.signal.aborted)
+            if (entry.settling || entry.lost || entry.aborted !== undefined)
                 return;
             entry.settling = true;
             clearTimeout(entry.extendTimer);
@@ -358,7 +360,8 @@ export class Worker {
             return;
         }
         let call = () => Promise.resolve().then(() => registered.handler(job.args, ctx));
-        for (const middleware of [...this.middleware].reverse()) {
+        for (let i = this.middleware.length - 1; i >= 0; i--) {
+            const middleware = this.middleware[i];
             const next = call;
             call = () => Promise.resolve().then(() => middleware(ctx, next));
         }
@@ -366,7 +369,7 @@ export class Worker {
         const outcome = timeout === undefined ? await running : await this.within(entry, running, timeout);
         this.handled(entry);
         // Settled elsewhere (lease lost / shut down); a timed-out job is this worker's to fail.
-        if (entry.settling || entry.lost || (entry.controller.signal.aborted && !entry.timedOut))
+        if (entry.settling || entry.lost || (entry.aborted !== undefined && !entry.timedOut))
             return;
         entry.settling = true;
         clearTimeout(entry.extendTimer);
@@ -394,11 +397,13 @@ export class Worker {
      * holding the first result left out (the cursor is the dependency before it: pages are in jid
      * order, as the fetch lists them) until none is missing.
      */
-    async fillOmittedResults(job, signal) {
+    async fillOmittedResults(entry) {
+        const { job } = entry;
         const dependencies = job.dependencies ?? [];
         const first = dependencies.findIndex((dep) => dep.result_omitted);
         if (first < 0)
             return;
+        const signal = signalOf(entry);
         const missing = new Map();
         for (const dep of dependencies)
             if (dep.result_omitted)
@@ -441,7 +446,7 @@ export class Worker {
                 return first;
             const error = new TimeoutError(seconds);
             entry.timedOut = true;
-            entry.controller.abort(error);
+            abort(entry, error);
             clearTimeout(timer);
             await Promise.race([running, after(this.timeoutGraceMs)]);
             return { ok: false, error };
@@ -556,7 +561,7 @@ export class Worker {
         catch (error) {
             if (error instanceof LeaseLost || error instanceof JobNotFound) {
                 entry.lost = true;
-                entry.controller.abort(error);
+                abort(entry, error);
             }
             else if (!withProgress) {
                 this.onError(error, entry.job);
@@ -580,7 +585,7 @@ export class Worker {
         await Promise.all(left.map(async (entry) => {
             entry.settling = true;
             clearTimeout(entry.extendTimer);
-            entry.controller.abort(new Error("worker shutting down"));
+            abort(entry, new Error("worker shutting down"));
             await this.settleFailure(entry, {
                 errtype: "WorkerShutdown",
                 message: `worker ${this.wid} shut down before the job finished`,
@@ -620,6 +625,22 @@ export class Worker {
             this.stopResolvers.push(done);
         });
     }
+}
+/** The signal a job's handler watches, made on first use; aborted already if the job was. */
+function signalOf(entry) {
+    if (entry.controller === undefined) {
+        entry.controller = new AbortController();
+        if (entry.aborted !== undefined)
+            entry.controller.abort(entry.aborted.reason);
+    }
+    return entry.controller.signal;
+}
+/** Abort a job's work (once): its signal, if anything asked for it yet, and any asked for later. */
+function abort(entry, reason) {
+    if (entry.aborted !== undefined)
+        return;
+    entry.aborted = { reason };
+    entry.controller?.abort(reason);
 }
 /**
  * The failure report for what a handler threw, with at most `maxLines` lines of its stack. Never

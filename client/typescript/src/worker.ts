@@ -84,7 +84,10 @@ export interface WorkerOptions extends ClientOptions {
 
 interface Running {
   job: FetchedJob;
-  controller: AbortController;
+  /** Made when the job's signal is first asked for (abort() before that only notes why). */
+  controller?: AbortController;
+  /** Aborted (lease lost, shut down, timed out), with why. */
+  aborted?: { reason: unknown };
   lost: boolean;
   /** Its handler returned (or never ran): its slot of `concurrency` is free. */
   handled: boolean;
@@ -377,7 +380,7 @@ export class Worker {
   // -- one job -------------------------------------------------------------------------------
 
   private start(job: FetchedJob): void {
-    const entry: Running = { job, controller: new AbortController(), lost: false, handled: false, settling: false, finished: false };
+    const entry: Running = { job, lost: false, handled: false, settling: false, finished: false };
     this.running.add(entry);
     this.handling++;
     this.scheduleExtend(entry);
@@ -424,7 +427,9 @@ export class Worker {
     }
     const ctx: JobContext = {
       job,
-      signal: entry.controller.signal,
+      get signal() {
+        return signalOf(entry);
+      },
       checkpoint: async (progress) => {
         await this.extend(entry, progress, true);
       },
@@ -442,18 +447,19 @@ export class Worker {
     try {
       // Outside the job's timeout, which bounds its handler; the client's own timeouts and
       // retries bound the reading, and the lease is kept extended meanwhile as for a handler.
-      await this.fillOmittedResults(job, entry.controller.signal);
+      await this.fillOmittedResults(entry);
     } catch (error) {
       this.handled(entry);
       // Settled elsewhere (lease lost / shut down, which abort the reading).
-      if (entry.settling || entry.lost || entry.controller.signal.aborted) return;
+      if (entry.settling || entry.lost || entry.aborted !== undefined) return;
       entry.settling = true;
       clearTimeout(entry.extendTimer);
       await this.settleFailure(entry, describeFailure(error, this.maxLines(job)));
       return;
     }
     let call = (): Promise<unknown> => Promise.resolve().then(() => registered.handler(job.args as unknown[], ctx));
-    for (const middleware of [...this.middleware].reverse()) {
+    for (let i = this.middleware.length - 1; i >= 0; i--) {
+      const middleware = this.middleware[i] as Middleware;
       const next = call;
       call = () => Promise.resolve().then(() => middleware(ctx, next));
     }
@@ -464,7 +470,7 @@ export class Worker {
     const outcome = timeout === undefined ? await running : await this.within(entry, running, timeout);
     this.handled(entry);
     // Settled elsewhere (lease lost / shut down); a timed-out job is this worker's to fail.
-    if (entry.settling || entry.lost || (entry.controller.signal.aborted && !entry.timedOut)) return;
+    if (entry.settling || entry.lost || (entry.aborted !== undefined && !entry.timedOut)) return;
     entry.settling = true;
     clearTimeout(entry.extendTimer);
     if (outcome.ok) {
@@ -490,10 +496,12 @@ export class Worker {
    * holding the first result left out (the cursor is the dependency before it: pages are in jid
    * order, as the fetch lists them) until none is missing.
    */
-  private async fillOmittedResults(job: FetchedJob, signal: AbortSignal): Promise<void> {
+  private async fillOmittedResults(entry: Running): Promise<void> {
+    const { job } = entry;
     const dependencies = job.dependencies ?? [];
     const first = dependencies.findIndex((dep) => dep.result_omitted);
     if (first < 0) return;
+    const signal = signalOf(entry);
     const missing = new Map<string, Dependency>();
     for (const dep of dependencies) if (dep.result_omitted) missing.set(dep.jid, dep);
     let cursor = first > 0 ? (dependencies[first - 1] as Dependency).jid : null;
@@ -533,7 +541,7 @@ export class Worker {
       if (first !== "late") return first;
       const error = new TimeoutError(seconds);
       entry.timedOut = true;
-      entry.controller.abort(error);
+      abort(entry, error);
       clearTimeout(timer);
       await Promise.race([running, after(this.timeoutGraceMs)]);
       return { ok: false, error };
@@ -648,7 +656,7 @@ export class Worker {
     } catch (error) {
       if (error instanceof LeaseLost || error instanceof JobNotFound) {
         entry.lost = true;
-        entry.controller.abort(error);
+        abort(entry, error);
       } else if (!withProgress) {
         this.onError(error, entry.job);
         return false; // tried again soon: the lease may run out before the next interval
@@ -674,7 +682,7 @@ export class Worker {
       left.map(async (entry) => {
         entry.settling = true;
         clearTimeout(entry.extendTimer);
-        entry.controller.abort(new Error("worker shutting down"));
+        abort(entry, new Error("worker shutting down"));
         await this.settleFailure(entry, {
           errtype: "WorkerShutdown",
           message: `worker ${this.wid} shut down before the job finished`,
@@ -716,6 +724,22 @@ export class Worker {
       this.stopResolvers.push(done);
     });
   }
+}
+
+/** The signal a job's handler watches, made on first use; aborted already if the job was. */
+function signalOf(entry: Running): AbortSignal {
+  if (entry.controller === undefined) {
+    entry.controller = new AbortController();
+    if (entry.aborted !== undefined) entry.controller.abort(entry.aborted.reason);
+  }
+  return entry.controller.signal;
+}
+
+/** Abort a job's work (once): its signal, if anything asked for it yet, and any asked for later. */
+function abort(entry: Running, reason: unknown): void {
+  if (entry.aborted !== undefined) return;
+  entry.aborted = { reason };
+  entry.controller?.abort(reason);
 }
 
 /**

@@ -43,6 +43,28 @@ describe("Worker timeouts", () => {
     assert.ok(Date.now() - started < 10_000);
   });
 
+  it("hands a handler that looks at its signal only after the timeout an aborted one", async () => {
+    const queue = uniqueQueue();
+    const worker = new Worker({ ...quietErrors, queues: [queue], fetchWait: 1, timeoutGraceMs: 1_000 });
+    let seen: { aborted: boolean; reason: unknown } | undefined;
+    worker.register(
+      "late",
+      async (_args, ctx) => {
+        await sleep(500);
+        seen = { aborted: ctx.signal.aborted, reason: ctx.signal.reason };
+      },
+      { timeout: 0.2 },
+    );
+    const job = await client.push({ jobtype: "late", queue, retry: 1 });
+    const running = worker.run();
+    await eventually(async () => (await failureOf(job.jid)) !== undefined, 15_000, "the timeout failure");
+    worker.stop(0);
+    await running;
+    assert.equal((await failureOf(job.jid))?.errtype, "Timeout");
+    assert.equal(seen?.aborted, true);
+    assert.equal((seen?.reason as Error).name, "Timeout");
+  });
+
   it("fails a handler that ignores its signal at timeout + grace and frees its slot", async () => {
     const queue = uniqueQueue();
     const worker = new Worker({ ...quietErrors, queues: [queue], concurrency: 1, fetchWait: 1, timeoutGraceMs: 300 });
