@@ -226,6 +226,21 @@ async def test_json_the_parser_cannot_read_is_invalid_json(
     assert await totals(api) == before
 
 
+@pytest.mark.parametrize(
+    "body", [b'{"jobtype": "a\\ud800"}', b'{"jobtype": "a"'], ids=["lone-surrogate", "cut-short"]
+)
+async def test_json_cut_short_or_ending_in_a_lone_surrogate_says_which(
+    api: InProcess, body: bytes
+) -> None:
+    """The parser calls both "truncated"; the answer names both causes instead."""
+    before = await totals(api)
+    r = await api.http.post("/v1/jobs", content=body, headers=JSON)
+    refused(r, 400, "invalid_json")
+    assert "ends before it is complete, or a string ends in an unpaired surrogate" in r.text
+    assert "truncated" not in r.text
+    assert await totals(api) == before
+
+
 def test_a_deep_batch_leaves_the_connection_serving(werk_server: ServerProcess) -> None:
     body = b'{"jobs": [{"jobtype": "a", "args": ' + DEEP + b"}]}"
     with httpx.Client(base_url=werk_server.url) as http:

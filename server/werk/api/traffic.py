@@ -219,7 +219,14 @@ def _readable(body: bytes) -> Any:
 def _unreadable(exc: Exception) -> RequestValidationError:
     """msgspec's refusal of a body that is no JSON it reads (nested too deeply for its
     recursion, not UTF-8, an integer beyond what it decodes, ...) as invalid JSON."""
-    reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    if isinstance(exc, RecursionError):
+        reason = "nested too deeply"
+    elif str(exc) == "Input data was truncated":
+        # msgspec's words also for a string whose last character is an unpaired high surrogate
+        # escape (\ud800 to \udbff), which no text holds.
+        reason = "the JSON ends before it is complete, or a string ends in an unpaired surrogate"
+    else:
+        reason = str(exc)
     return RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": reason}])
 
 
