@@ -4,7 +4,9 @@ concurrently and refuse a schema newer than the code."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+from datetime import UTC, datetime
 
 import asyncpg
 import httpx
@@ -12,7 +14,7 @@ import pytest
 
 from tests.support.helpers import sql
 from tests.support.server import ServerProcess, clean_env
-from werk.app import prepare_database
+from werk.app import create_app, prepare_database
 from werk.db import queries
 from werk.db.migrate import available_migrations
 from werk.db.pool import connect
@@ -246,6 +248,103 @@ async def test_the_callbacks_of_a_batch_opened_before_21_are_released_by_their_b
         assert [tuple(s) for s in states] == [
             ("cb-death-00001", "skipped"),
             ("cb-success-0001", "available"),
+        ]
+    finally:
+        await test_databases.drop(name)
+
+
+RESULTS_ON_EDGES = """
+INSERT INTO werk_jobs (jid, jobtype, queue, args, custom, state, run_at, created_at, retry_count,
+                       failed_at, errtype, message, finished_at, dependencies)
+SELECT 'mig-job-' || d, 't', 'q', '[]', '{}', 'dead', now(), now(), 0, now(), 'E', 'm', now(), true
+FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e']) AS d;
+INSERT INTO werk_completed_jobs (jid, jobtype, queue, args, custom, priority, state, run_at,
+                                 created_at, enqueued_at, attempt, wid, finished_at, result,
+                                 keep_until, dependents)
+VALUES ('mig-kept', 't', 'q', '[]', '{}', 0, 'completed', now(), now(), now(), 1, 'w-1',
+        '2026-01-01 00:00:00+00', '{"v": 1}', now() + interval '1 day', true);
+INSERT INTO werk_job_deps (dep, jid, on_failure, outcome, result, settled_at)
+VALUES ('mig-kept', 'mig-job-a', 'ignore', 'completed', '{"v": 1}', '2026-01-01 00:00:00+00'),
+       ('mig-kept', 'mig-job-b', 'ignore', 'completed', '{"v": 1}', '2026-01-01 00:00:00+00'),
+       ('mig-kept', 'mig-job-c', 'ignore', 'completed', '{"v": 1}', '2026-01-02 00:00:00+00'),
+       ('mig-gone', 'mig-job-a', 'ignore', 'completed', '"old"', '2025-06-01 00:00:00+00'),
+       ('mig-gone', 'mig-job-d', 'ignore', 'completed', '"old"', '2025-06-03 00:00:00+00'),
+       ('mig-gone', 'mig-job-e', 'ignore', 'completed', '"older"', '2025-01-01 00:00:00+00'),
+       ('mig-numbers', 'mig-job-a', 'ignore', 'completed', '1', '2025-02-01 00:00:00+00'),
+       ('mig-numbers', 'mig-job-b', 'ignore', 'completed', '1.0', '2025-02-02 00:00:00+00'),
+       ('mig-quiet', 'mig-job-a', 'ignore', 'completed', NULL, '2025-01-01 00:00:00+00'),
+       ('mig-open', 'mig-job-b', 'ignore', NULL, NULL, NULL);
+"""
+
+
+async def test_migration_26_stores_each_result_once_and_every_edge_reads_it_back(
+    test_databases, make_settings, clock
+):
+    """Migration 26 moves the results copied onto edges into werk_dep_results: one row per
+    distinct result of a dependency, counting its edges, the one of a job kept completed named
+    by its completion (so that its later dependents count on it). Every edge reads back what it
+    held, and the counts then move with pushes and deletions."""
+    name = f"werk_results_{id(test_databases) % 10000}"
+    jids = ["mig-job-a", "mig-job-b", "mig-job-c", "mig-job-d", "mig-job-e"]
+    try:
+        url = await database_before(test_databases, name, 26, RESULTS_ON_EDGES)
+        held = await sql(
+            url,
+            "SELECT jid, dep, outcome, result, settled_at FROM werk_job_deps ORDER BY jid, dep",
+        )
+        await prepare_database(url)
+        conn = await connect(url)
+        try:
+            read = await queries.job_dependencies(conn, jids, 1 << 30)
+        finally:
+            await conn.close()
+        # (The server's connections decode JSON; the test's read it as text.)
+        assert [(r["jid"], r["dep"], r["outcome"], r["result"], r["settled_at"]) for r in read] == [
+            (h["jid"], h["dep"], h["outcome"], h["result"] and json.loads(h["result"]),
+             h["settled_at"])
+            for h in held
+        ]  # fmt: skip
+        rows = await sql(
+            url,
+            "SELECT dep, completed_at, result::text, refs, result_size"
+            " FROM werk_dep_results ORDER BY dep, completed_at",
+        )
+        assert [tuple(r) for r in rows] == [
+            ("mig-gone", datetime(2025, 1, 1, tzinfo=UTC), '"older"', 1, 7),
+            ("mig-gone", datetime(2025, 6, 1, tzinfo=UTC), '"old"', 2, 5),
+            ("mig-kept", datetime(2026, 1, 1, tzinfo=UTC), '{"v": 1}', 3, 8),
+            # Equal as jsonb, written apart by the API: each edge reads back its own.
+            ("mig-numbers", datetime(2025, 2, 1, tzinfo=UTC), "1", 1, 1),
+            ("mig-numbers", datetime(2025, 2, 2, tzinfo=UTC), "1.0", 1, 3),
+        ]
+        columns = await sql(
+            url,
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_name = 'werk_job_deps' AND column_name LIKE 'result%'",
+        )
+        assert [c[0] for c in columns] == ["result_at"]
+        app = create_app(make_settings(database_url=url), clock=clock, background=False)
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://werk.test") as http,
+        ):
+            r = await http.post(
+                "/v1/jobs", json={"jobtype": "t", "jid": "mig-job-f", "depends_on": ["mig-kept"]}
+            )
+            assert r.status_code == 201, r.text
+            assert (await http.delete("/v1/jobs/mig-job-d")).status_code == 204
+            assert (await http.delete("/v1/jobs/mig-job-e")).status_code == 204
+            got = (await http.get("/v1/jobs/mig-job-f")).json()["dependencies"]
+        assert [(d["jid"], d["result"]) for d in got] == [("mig-kept", {"v": 1})]
+        rows = await sql(
+            url, "SELECT dep, result::text, refs FROM werk_dep_results ORDER BY dep, completed_at"
+        )
+        assert [tuple(r) for r in rows] == [
+            ("mig-gone", '"old"', 1),
+            ("mig-kept", '{"v": 1}', 4),
+            ("mig-numbers", "1", 1),
+            ("mig-numbers", "1.0", 1),
         ]
     finally:
         await test_databases.drop(name)

@@ -96,10 +96,13 @@ async def test_a_dependent_waits_and_receives_the_result_of_its_dependency(api, 
     (dep,) = fetched["dependencies"]
     assert dep["jid"] == "dep-parent-1" and dep["ref"] is None
     assert dep["outcome"] == "completed" and dep["result"] == {"rows": 7}
-    # The dependency was kept only to be seen completed; its result lives on the edge.
+    # The dependency was kept only to be seen completed; its result is stored once for its
+    # edges (werk_dep_results), and goes with the last of them.
     assert await state(api, "dep-parent-1") == "completed"
+    assert await count(database_url, "SELECT refs FROM werk_dep_results") == 1
     await ack(api, fetched)
     assert await count(database_url, "SELECT count(*) FROM werk_job_deps") == 0
+    assert await count(database_url, "SELECT count(*) FROM werk_dep_results") == 0
 
 
 async def test_a_dependent_with_a_later_at_is_released_as_scheduled(api):

@@ -162,6 +162,7 @@ async def test_one_batch_ack_completes_jobs_deleted_kept_and_depended_on(api, da
     r = await api.http.post("/v1/ack", json={"acks": acks})
     assert sorted(r.json()["acked"]) == ["mix-child", "mix-last"]
     assert await sql(database_url, "SELECT count(*) FROM werk_job_deps") == [(0,)]
+    assert await sql(database_url, "SELECT count(*) FROM werk_dep_results") == [(0,)]
     assert await sql(database_url, "SELECT sum(processed) FROM werk_counters") == [(5,)]
 
 

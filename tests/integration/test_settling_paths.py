@@ -225,7 +225,9 @@ async def test_each_path_settles_dependents_and_batch(api, database_url, path):
     await push(api, jid=f"{q}-x", queue=q, batch=bid, depends_on=[f"{q}-before"], **options)
     await push(api, jid=f"{q}-after", queue="paths-after", depends_on=[f"{q}-x"])
     before = await fetch_one(api, "paths-before")
-    r = await api.http.post(f"/v1/jobs/{before['jid']}/ack", json={"lease": before["lease"]})
+    r = await api.http.post(
+        f"/v1/jobs/{before['jid']}/ack", json={"lease": before["lease"], "result": "before"}
+    )
     assert r.status_code == 204, r.text
     assert await job_state(api, f"{q}-x") == "available"
 
@@ -246,6 +248,12 @@ async def test_each_path_settles_dependents_and_batch(api, database_url, path):
     # Its own edges go with it.
     edges = await sql(database_url, "SELECT count(*) FROM werk_job_deps WHERE jid = $1", f"{q}-x")
     assert edges[0][0] == (0 if x is None else 1)
+    # So does its count on the result of its dependency, stored once (werk_dep_results), and
+    # the row with its last edge.
+    refs = await sql(
+        database_url, "SELECT refs FROM werk_dep_results WHERE dep = $1", f"{q}-before"
+    )
+    assert [r[0] for r in refs] == ([] if x is None else [1])
     # Its batch counts it as it stands (deleted unsettled: dead).
     got = (await api.http.get(f"/v1/batches/{bid}")).json()
     counts = (got["total"], got["pending"], got["succeeded"], got["dead"])

@@ -1,17 +1,19 @@
 -- The dependencies of the jobs $1: per edge the dependent (jid), the dependency (dep), the ref
 -- that named it at push, its policy, and how it ended (outcome NULL: not settled yet), with its
--- result when it completed. Results are carried in (jid, dep) order while their sizes add up to
--- at most $2 bytes; after that each is left out (result NULL, result_omitted), to be read from
--- the job's dependency pages (job_dependency_page.sql). Read by the primary key's twin,
--- werk_job_deps_job_idx.
+-- result when it completed (werk_dep_results: stored once, named by the edge). Results are
+-- carried in (jid, dep) order while their sizes add up to at most $2 bytes; after that each is
+-- left out (result NULL, result_omitted), to be read from the job's dependency pages
+-- (job_dependency_page.sql). Read by the primary key's twin, werk_job_deps_job_idx, and each
+-- result by its key.
 SELECT jid, dep, ref, on_failure, outcome, CASE WHEN within THEN result END AS result,
        result IS NOT NULL AND NOT within AS result_omitted, settled_at
 FROM (
-    SELECT e.jid, e.dep, e.ref, e.on_failure::text AS on_failure, e.outcome, e.result,
+    SELECT e.jid, e.dep, e.ref, e.on_failure::text AS on_failure, e.outcome, r.result,
            e.settled_at,
-           coalesce(sum(e.result_size) OVER (ORDER BY e.jid, e.dep ROWS UNBOUNDED PRECEDING), 0)
+           coalesce(sum(r.result_size) OVER (ORDER BY e.jid, e.dep ROWS UNBOUNDED PRECEDING), 0)
                <= $2 AS within
     FROM werk_job_deps e
+    LEFT JOIN werk_dep_results r ON r.dep = e.dep AND r.completed_at = e.result_at
     WHERE e.jid = ANY ($1::text[])
 ) d
 ORDER BY jid, dep

@@ -5,9 +5,10 @@
 SELECT jid, dep, ref, on_failure::text AS on_failure, outcome,
        CASE WHEN within THEN result END AS result, false AS result_omitted, settled_at, within
 FROM (
-    SELECT e.jid, e.dep, e.ref, e.on_failure, e.outcome, e.result, e.settled_at,
-           row_number() OVER w = 1 OR coalesce(sum(e.result_size) OVER w, 0) <= $4 AS within
+    SELECT e.jid, e.dep, e.ref, e.on_failure, e.outcome, r.result, e.settled_at,
+           row_number() OVER w = 1 OR coalesce(sum(r.result_size) OVER w, 0) <= $4 AS within
     FROM werk_job_deps e
+    LEFT JOIN werk_dep_results r ON r.dep = e.dep AND r.completed_at = e.result_at
     WHERE e.jid = $1 AND ($2::text IS NULL OR e.dep > $2)
     WINDOW w AS (ORDER BY e.dep ROWS UNBOUNDED PRECEDING)
     ORDER BY e.dep

@@ -1,7 +1,8 @@
 -- Push jobs of which some depend on others (depends_on): the jobs, their edges and the marks on
 -- their dependencies, in one statement. A job with dependencies not settled is stored waiting,
 -- counting them (waiting_for); one whose dependencies all completed already is stored as any
--- other job, with their results on its edges. The dependencies stored already are marked
+-- other job, its edges naming their results (werk_dep_results, stored once per completion and
+-- counted per edge: 0026_dependency_results_once.sql). The dependencies stored already are marked
 -- (dependents) and so locked until this push commits: their settling, after it, finds the new
 -- edges. An edge to a dependency that ended badly already is settled by the edges' insert
 -- trigger (0012_dependencies.sql) at the end of this statement. Existing jids are left alone,
@@ -44,13 +45,13 @@ marked AS (
     UPDATE werk_jobs j
     SET dependents = true
     WHERE j.jid = ANY (ARRAY(SELECT DISTINCT e.dep FROM edges e))
-    RETURNING j.jid, j.state, j.result
+    RETURNING j.jid, j.state, j.result, j.finished_at
 ),
 -- A dependency kept completed (werk_completed_jobs) has settled: nothing to mark.
 found AS (
-    SELECT jid, state, result FROM marked
+    SELECT jid, state, result, finished_at FROM marked
     UNION ALL
-    SELECT k.jid, k.state, k.result
+    SELECT k.jid, k.state, k.result, k.finished_at
     FROM werk_completed_jobs k
     WHERE k.jid = ANY (ARRAY(SELECT DISTINCT e.dep FROM edges e))
 ),
@@ -63,7 +64,8 @@ missing AS (
 linked AS (
     SELECT e.jid, e.dep, e.ref, e.on_failure,
            CASE WHEN m.state = 'completed' THEN 'completed' END AS outcome,
-           CASE WHEN m.state = 'completed' THEN m.result END AS result
+           CASE WHEN m.state = 'completed' AND m.result IS NOT NULL THEN m.finished_at END
+               AS result_at
     FROM edges e LEFT JOIN found m ON m.jid = e.dep
 ),
 pending AS (
@@ -113,9 +115,25 @@ joined AS (
       AND b.bid = ANY (ARRAY(SELECT j.bid FROM joining j))
     RETURNING b.bid
 ),
+-- The result of each dependency kept completed, counted for the edges inserted that name it:
+-- added to its row, or stored again if no edge names it any more (its row was deleted, or is
+-- being deleted: the upsert waits for that and then inserts). In dep order, the order in which
+-- a transaction that deleted edges locks these rows as it commits (werk_settlings_settle,
+-- 0026_dependency_results_once.sql), and after the jobs this statement marks and inserts.
+stored AS (
+    INSERT INTO werk_dep_results AS r (dep, completed_at, result, refs)
+    SELECT m.jid, m.finished_at, m.result, c.n
+    FROM (SELECT l.dep, count(*)::int AS n
+          FROM linked l
+          WHERE l.result_at IS NOT NULL AND l.jid IN (SELECT jid FROM inserted)
+          GROUP BY l.dep) c
+    JOIN found m ON m.jid = c.dep
+    ORDER BY m.jid
+    ON CONFLICT (dep, completed_at) DO UPDATE SET refs = r.refs + excluded.refs
+),
 linked_inserted AS (
-    INSERT INTO werk_job_deps (dep, jid, ref, on_failure, outcome, result, settled_at)
-    SELECT l.dep, l.jid, l.ref, l.on_failure::werk_dependency_policy, l.outcome, l.result,
+    INSERT INTO werk_job_deps (dep, jid, ref, on_failure, outcome, result_at, settled_at)
+    SELECT l.dep, l.jid, l.ref, l.on_failure::werk_dependency_policy, l.outcome, l.result_at,
            CASE WHEN l.outcome IS NOT NULL THEN c.now END
     FROM linked l CROSS JOIN clock c
     WHERE l.jid IN (SELECT jid FROM inserted)
