@@ -242,7 +242,7 @@ func TestWorkerFillsOmittedDependencyResults(t *testing.T) {
 	watch := &dependencyReads{next: c.HTTP.Transport, delay: 1600 * time.Millisecond}
 	c.HTTP = &http.Client{Transport: watch}
 	w := quietWorker(c, dependents[0].Queue)
-	w.ExtendAt = 0.01 // every second (the least) for a reservation of 60 s
+	w.ExtendAt = 0.01 // every 0.6 s for a reservation of 60 s
 	var seen []Dependency
 	var seenResult string
 	w.Register("join", func(ctx context.Context, job *Job) error {

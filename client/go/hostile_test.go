@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -335,8 +336,19 @@ type fakeServer struct {
 	bodies  map[string][]string    // and the bodies of those requests
 	refused map[string]int
 	// status: how the server answers action (body: the request's) at elapsed since the jobs
-	// were fetched; 503 and 422 answer as a server would, anything else is taken as 200.
+	// were fetched; a status of problemCodes answers as a server would, anything else is taken as 200.
 	status func(action string, elapsed time.Duration, body []byte) int
+}
+
+// The codes a server answers with, by status.
+var problemCodes = map[int]string{
+	http.StatusServiceUnavailable:    "database_unavailable",
+	http.StatusUnprocessableEntity:   "invalid_request",
+	http.StatusInternalServerError:   "internal_error",
+	http.StatusTooManyRequests:       "too_many_auth_failures",
+	http.StatusConflict:              "lease_lost",
+	http.StatusNotFound:              "job_not_found",
+	http.StatusRequestEntityTooLarge: "payload_too_large",
 }
 
 // down answers 503 while unavailable says so.
@@ -386,16 +398,10 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		action := path[strings.LastIndex(path, "/")+1:]
 		data, _ := io.ReadAll(r.Body)
-		switch f.status(action, time.Since(f.fetched), data) {
-		case http.StatusServiceUnavailable:
+		if status := f.status(action, time.Since(f.fetched), data); problemCodes[status] != "" {
 			f.refused[action]++
-			w.WriteHeader(http.StatusServiceUnavailable)
-			answer(map[string]any{"code": "database_unavailable", "status": 503})
-			return
-		case http.StatusUnprocessableEntity:
-			f.refused[action]++
-			w.WriteHeader(http.StatusUnprocessableEntity)
-			answer(map[string]any{"code": "invalid_request", "status": 422})
+			w.WriteHeader(status)
+			answer(map[string]any{"code": problemCodes[status], "status": status})
 			return
 		}
 		f.calls[action] = append(f.calls[action], time.Now())
@@ -464,7 +470,7 @@ func TestWorkerSettleRetriesEndWithTheGrace(t *testing.T) {
 
 // A failed extension is tried again well before the next regular one.
 func TestWorkerRetriesAFailedExtensionSoon(t *testing.T) {
-	f := newFakeServer(t, fakeJob("long", "long", 2)) // extended every second
+	f := newFakeServer(t, fakeJob("long", "long", 2)) // extended every 2/3 s
 	tries := 0
 	f.status = down(func(action string, _ time.Duration) bool {
 		if action != "extend" {
@@ -485,6 +491,59 @@ func TestWorkerRetriesAFailedExtensionSoon(t *testing.T) {
 	}
 	if after := f.calls["extend"][0].Sub(f.fetched); after > 1700*time.Millisecond {
 		t.Fatalf("tried again %v after the fetch, at the next regular extension", after)
+	}
+}
+
+// An ack or a failure answered with an error that sending again may fix (a 500, a 429) is sent
+// again, as the Python worker does.
+func TestWorkerSettlesThroughAnErrorAnswer(t *testing.T) {
+	for _, status := range []int{http.StatusInternalServerError, http.StatusTooManyRequests} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			f := newFakeServer(t, fakeJob("ok", "ok", 60), fakeJob("bad", "bad", 60))
+			f.status = func(action string, _ time.Duration, _ []byte) int {
+				if action != "extend" && f.refused[action] == 0 { // called with f.mu held
+					return status
+				}
+				return http.StatusOK
+			}
+			w := quietWorker(NewClient(f.URL), "default")
+			w.Register("ok", func(context.Context, *Job) error { return nil })
+			w.Register("bad", func(context.Context, *Job) error { return errors.New("bad") })
+			runFor(t, w, 5*time.Second, "the ack and the failure", func() bool { return f.count("ack")+f.count("fail") == 2 })
+			if w.Processed() != 1 || w.Failed() != 1 {
+				t.Fatalf("processed %d failed %d", w.Processed(), w.Failed())
+			}
+		})
+	}
+}
+
+// What sending again cannot change (the lease gone, the job gone, a report too large) is not sent again.
+func TestWorkerDoesNotSendAgainWhatCannotChange(t *testing.T) {
+	for _, status := range []int{http.StatusConflict, http.StatusNotFound, http.StatusRequestEntityTooLarge} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			f := newFakeServer(t, fakeJob("bad", "bad", 60))
+			f.status = func(action string, _ time.Duration, _ []byte) int {
+				if action == "fail" {
+					return status
+				}
+				return http.StatusOK
+			}
+			w := quietWorker(NewClient(f.URL), "default")
+			w.Register("bad", func(context.Context, *Job) error { return errors.New("bad") })
+			runFor(t, w, 5*time.Second, "the failure to be given up", func() bool {
+				f.mu.Lock()
+				refused := f.refused["fail"]
+				f.mu.Unlock()
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return refused > 0 && len(w.running) == 0
+			})
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.refused["fail"] != 1 {
+				t.Fatalf("sent %d times", f.refused["fail"])
+			}
+		})
 	}
 }
 

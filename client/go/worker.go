@@ -49,10 +49,10 @@ type Worker struct {
 	TimeoutGrace  time.Duration  // after a job's timeout, how long its handler may take to return, default 5 s
 	Concurrency   int            // default 10
 	FetchBatch    int            // most jobs per fetch, default 100
-	FetchWait     float64        // long-poll seconds per fetch, default 5
+	FetchWait     float64        // long-poll seconds per fetch, default 25 (the server caps it at 30)
 	BeatInterval  time.Duration  // default 15 s
 	ShutdownGrace time.Duration  // default 25 s
-	ExtendAt      float64        // extend when this fraction of reserve_for has passed, default 0.5
+	ExtendAt      float64        // extend each time this fraction of reserve_for has passed, default 1/3
 	WID           string         // default: a new random id
 	Labels        []string       // default ["go"]
 	IgnoreSignals bool           // do not stop on SIGTERM/SIGINT
@@ -239,7 +239,7 @@ func (w *Worker) defaults() {
 		w.FetchBatch = 100
 	}
 	if w.FetchWait == 0 {
-		w.FetchWait = 5
+		w.FetchWait = 25
 	}
 	if w.BeatInterval <= 0 {
 		w.BeatInterval = 15 * time.Second
@@ -254,7 +254,8 @@ func (w *Worker) defaults() {
 		w.BacktraceLines = 30
 	}
 	if w.ExtendAt <= 0 || w.ExtendAt >= 1 {
-		w.ExtendAt = 0.5
+		// As the Python worker: a failed extension leaves two thirds of the lease to try again.
+		w.ExtendAt = 1.0 / 3
 	}
 	if w.WID == "" {
 		w.WID = NewJID()
@@ -707,8 +708,8 @@ func (w *Worker) run(ctx context.Context, r *runningJob) {
 		return extend(ExtendOptions{Progress: progress})
 	})
 	every := time.Duration(float64(r.job.ReserveFor) * w.ExtendAt * float64(time.Second))
-	if every < time.Second {
-		every = time.Second
+	if every < extendMin {
+		every = extendMin
 	}
 	// A failed extension is tried again well before the lease runs out, as the Python worker
 	// does, instead of at the next regular extension.
@@ -1102,10 +1103,10 @@ func clean(text string, limit int) string {
 	return text
 }
 
-// Tries to deliver an ack or a failure while the server cannot be reached (each try is already
-// retried by the client), and the longest wait between two: a server restarting is away for
-// seconds, and an outcome given up leaves its job leased until the reservation expires. Fewer
-// tries once the worker stops, so an outage does not hold its exit for long.
+// Tries to deliver an ack or a failure the server did not take (each try is already retried by
+// the client), and the longest wait between two: a server restarting is away for seconds, and an
+// outcome given up leaves its job leased until the reservation expires. Fewer tries once the
+// worker stops, so an outage does not hold its exit for long.
 const (
 	settleTries         = 6
 	settleTriesStopping = 3
@@ -1113,14 +1114,17 @@ const (
 	settleBackoffCap    = 10 * time.Second
 )
 
-// persist calls send until it succeeds, fails with what trying again cannot change (anything
-// but ErrUnavailable), or the tries are spent; it stops waiting when ctx is done (the job's ctx
-// is at the end of the shutdown grace). Each job waits on its own: other jobs' outcomes go on.
+// The shortest interval between a lease's extensions, whatever its reservation.
+const extendMin = 200 * time.Millisecond
+
+// persist calls send until it succeeds, fails with what trying again cannot change (see
+// retriable), or the tries are spent; it stops waiting when ctx is done (the job's ctx is at the
+// end of the shutdown grace). Each job waits on its own: other jobs' outcomes go on.
 func (w *Worker) persist(ctx context.Context, send func() error) error {
 	delay := settleBackoffFirst
 	for try := 1; ; try++ {
 		err := send()
-		if err == nil || !errors.Is(err, ErrUnavailable) || try >= settleTries ||
+		if err == nil || !retriable(err) || try >= settleTries ||
 			(try >= settleTriesStopping && w.stopping()) {
 			return err
 		}
@@ -1135,6 +1139,15 @@ func (w *Worker) persist(ctx context.Context, send func() error) error {
 			delay = settleBackoffCap
 		}
 	}
+}
+
+// retriable: an ack or failure that failed with err may succeed when sent again (the server
+// unreachable, a 500, a 429), as the Python worker judges it; not when the lease is gone or the
+// server refused what was sent.
+func retriable(err error) bool {
+	_, ok := AsError(err)
+	return ok && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrJobNotFound) &&
+		!errors.Is(err, ErrValidation) && !errors.Is(err, ErrTooLarge)
 }
 
 func (w *Worker) reportSettle(r *runningJob, err error) {

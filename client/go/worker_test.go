@@ -262,6 +262,79 @@ func TestWorkerStopsGracefullyOnSIGTERM(t *testing.T) {
 	}
 }
 
+// A worker left at its defaults fetches and extends leases as the Python worker does.
+func TestWorkerDefaultsAreThePythonWorkers(t *testing.T) {
+	w := NewWorker(nil)
+	w.defaults()
+	if w.FetchWait != 25 || w.ExtendAt != 1.0/3 {
+		t.Fatalf("FetchWait %v, ExtendAt %v", w.FetchWait, w.ExtendAt)
+	}
+}
+
+// A lease is extended each time a third of its reservation has passed, however short.
+func TestWorkerExtendsEveryThirdOfTheReservation(t *testing.T) {
+	f := newFakeServer(t, fakeJob("long", "long", 1)) // extended every 1/3 s
+	f.status = func(string, time.Duration, []byte) int { return http.StatusOK }
+	w := quietWorker(NewClient(f.URL), "default")
+	w.Register("long", func(context.Context, *Job) error { time.Sleep(900 * time.Millisecond); return nil })
+	runFor(t, w, 5*time.Second, "the ack", func() bool { return f.count("ack") == 1 })
+	if n := f.count("extend"); n < 2 {
+		t.Fatalf("%d extensions in 0.9 s", n)
+	}
+}
+
+// A long poll under way (25 s by default) ends at once when the worker is stopped or quieted.
+func TestWorkerEndsALongPollUnderWayAtOnce(t *testing.T) {
+	c := testClient(t)
+	for _, how := range []string{"stop", "signal", "context", "quiet"} {
+		t.Run(how, func(t *testing.T) {
+			queue := uniqueQueue("go-poll")
+			w := NewWorker(c, queue)
+			w.IgnoreSignals = how != "signal"
+			w.Logger = log.New(io.Discard, "", 0)
+			var ran int32
+			w.Register("x", func(context.Context, *Job) error { atomic.AddInt32(&ran, 1); return nil })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			defer func() {
+				w.Terminate()
+				<-done
+			}()
+			time.Sleep(500 * time.Millisecond) // the first fetch waits at the server
+			switch how {
+			case "stop":
+				w.Stop()
+			case "signal":
+				if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			case "context":
+				cancel()
+			case "quiet":
+				w.Quiet()
+				// A long poll left waiting would lease this job.
+				pushed, err := c.Push(context.Background(), JobSpec{JobType: "x", Queue: queue})
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(500 * time.Millisecond)
+				if job, err := c.Get(context.Background(), pushed.JID); err != nil || job.State != "available" || atomic.LoadInt32(&ran) != 0 {
+					t.Fatalf("a quiet worker fetched the job: %v %s", err, stateOf(job))
+				}
+				return
+			}
+			select {
+			case <-done:
+				done <- nil // for the deferred wait
+			case <-time.After(2 * time.Second):
+				t.Fatalf("%s did not end the long poll", how)
+			}
+		})
+	}
+}
+
 // Stop or Terminate before Run (as when Run was started in a goroutine that has not got there
 // yet) makes Run return at once, without starting; the Run after that works as usual.
 func TestStopBeforeRunMakesRunReturnAtOnce(t *testing.T) {

@@ -43,7 +43,7 @@ export interface WorkerOptions extends ClientOptions {
     concurrency?: number;
     /** Most jobs asked for per fetch (default 100, the server's limit). */
     fetchBatch?: number;
-    /** Long-poll seconds per fetch (default 5). */
+    /** Long-poll seconds per fetch (default 25; the server caps a long poll at 30). */
     fetchWait?: number;
     /** Heartbeat interval in ms (default 15 000). */
     beatIntervalMs?: number;
@@ -56,7 +56,10 @@ export interface WorkerOptions extends ClientOptions {
     shutdownRetryIn?: number;
     /** Most stack lines a failure sends (default 50); a job pushed with `backtrace` > 0 sends at most that many. */
     backtraceLines?: number;
-    /** Extend a job's lease when this fraction of `reserve_for` has passed (default 0.5). */
+    /**
+     * Extend a job's lease when this fraction of `reserve_for` has passed (default 1/3, as the Python
+     * worker does: a failed extension has two thirds of the lease left to be tried again).
+     */
     extendAt?: number;
     /** Process id for the server (default: a new random one). */
     wid?: string;
@@ -189,9 +192,9 @@ export declare class Worker {
     private maxLines;
     private settleFailure;
     /**
-     * `send()`, tried again after a backoff while the server cannot be reached: up to SETTLE_TRIES
-     * tries, SETTLE_TRIES_STOPPING once the worker is stopping (a stop cuts a backoff short). Each
-     * job waits on its own, so one job's retries hold up no other job's ack or fail.
+     * `send()`, tried again after a backoff while it fails for a reason retrying may fix: up to
+     * SETTLE_TRIES tries, SETTLE_TRIES_STOPPING once the worker is stopping (a stop cuts a backoff
+     * short). Each job waits on its own, so one job's retries hold up no other job's ack or fail.
      */
     private persist;
     private reportSettleError;

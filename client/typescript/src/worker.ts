@@ -2,7 +2,7 @@ import { hostname as osHostname } from "node:os";
 
 import { AckBatcher } from "./acks.js";
 import { Client, type ClientOptions, DEPENDENCY_PAGE_MAX, newJid } from "./client.js";
-import { JobNotFound, LeaseLost, NoRetry, RetryIn, Unavailable, ValidationError, WerkError } from "./errors.js";
+import { JobNotFound, LeaseLost, NoRetry, PayloadTooLarge, RetryIn, ValidationError, WerkError } from "./errors.js";
 import { RESERVE_FOR_MAX, TIMEOUT_ERRTYPE, TimeoutError, checkTimeout, customTimeout, weightedOrder } from "./timeouts.js";
 import type { Dependency, FailReport, FetchedJob, WorkerState } from "./types.js";
 
@@ -54,7 +54,7 @@ export interface WorkerOptions extends ClientOptions {
   concurrency?: number;
   /** Most jobs asked for per fetch (default 100, the server's limit). */
   fetchBatch?: number;
-  /** Long-poll seconds per fetch (default 5). */
+  /** Long-poll seconds per fetch (default 25; the server caps a long poll at 30). */
   fetchWait?: number;
   /** Heartbeat interval in ms (default 15 000). */
   beatIntervalMs?: number;
@@ -67,7 +67,10 @@ export interface WorkerOptions extends ClientOptions {
   shutdownRetryIn?: number;
   /** Most stack lines a failure sends (default 50); a job pushed with `backtrace` > 0 sends at most that many. */
   backtraceLines?: number;
-  /** Extend a job's lease when this fraction of `reserve_for` has passed (default 0.5). */
+  /**
+   * Extend a job's lease when this fraction of `reserve_for` has passed (default 1/3, as the Python
+   * worker does: a failed extension has two thirds of the lease left to be tried again).
+   */
   extendAt?: number;
   /** Process id for the server (default: a new random one). */
   wid?: string;
@@ -99,9 +102,9 @@ interface Running {
   extendTimer?: NodeJS.Timeout;
 }
 
-// Tries to deliver an ack or fail while the server cannot be reached (each try already retried
-// by the client): a server restart takes seconds, and a job whose outcome is lost runs again
-// once its lease expires. Fewer while stopping, so an outage cannot hold the exit for long.
+// Tries to deliver an ack or fail the server did not take (each try already retried by the
+// client): a server restart takes seconds, and a job whose outcome is lost runs again once its
+// lease expires. Fewer while stopping, so an outage cannot hold the exit for long.
 const SETTLE_TRIES = 6;
 const SETTLE_TRIES_STOPPING = 3;
 const SETTLE_BACKOFF_MS = 500;
@@ -109,6 +112,8 @@ const SETTLE_BACKOFF_CAP_MS = 10_000;
 // A failed lease extension is tried again this soon (or at half the interval, if shorter): the
 // regular interval may end after the lease did.
 const EXTEND_RETRY_MS = 5_000;
+// The shortest interval between a lease's extensions, whatever its reservation.
+const EXTEND_MIN_MS = 200;
 const REFUSED_REPORT = "(the failure details were refused by the server)";
 
 /**
@@ -175,13 +180,13 @@ export class Worker {
     this.middleware = [...(options.middleware ?? [])];
     this.concurrency = Math.max(1, options.concurrency ?? 10);
     this.fetchBatch = Math.min(100, Math.max(1, options.fetchBatch ?? 100));
-    this.fetchWait = options.fetchWait ?? 5;
+    this.fetchWait = options.fetchWait ?? 25;
     this.beatIntervalMs = options.beatIntervalMs ?? 15_000;
     this.shutdownGraceMs = options.shutdownGraceMs ?? 25_000;
     this.shutdownRetryIn = options.shutdownRetryIn ?? 0;
     if (!(this.shutdownRetryIn >= 0)) throw new RangeError(`shutdownRetryIn must be >= 0 (${this.shutdownRetryIn})`);
     this.backtraceLines = options.backtraceLines ?? 50;
-    this.extendAt = options.extendAt ?? 0.5;
+    this.extendAt = options.extendAt ?? 1 / 3;
     this.labels = options.labels ?? ["node"];
     this.handleSignals = options.handleSignals ?? true;
     const report = (error: unknown, job?: FetchedJob): void => console.error(`werk worker${job ? ` (job ${job.jid})` : ""}:`, error);
@@ -602,16 +607,16 @@ export class Worker {
   }
 
   /**
-   * `send()`, tried again after a backoff while the server cannot be reached: up to SETTLE_TRIES
-   * tries, SETTLE_TRIES_STOPPING once the worker is stopping (a stop cuts a backoff short). Each
-   * job waits on its own, so one job's retries hold up no other job's ack or fail.
+   * `send()`, tried again after a backoff while it fails for a reason retrying may fix: up to
+   * SETTLE_TRIES tries, SETTLE_TRIES_STOPPING once the worker is stopping (a stop cuts a backoff
+   * short). Each job waits on its own, so one job's retries hold up no other job's ack or fail.
    */
   private async persist<T>(send: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await send();
       } catch (error) {
-        if (!(error instanceof Unavailable) || attempt >= (this.stopping ? SETTLE_TRIES_STOPPING : SETTLE_TRIES)) throw error;
+        if (!retriable(error) || attempt >= (this.stopping ? SETTLE_TRIES_STOPPING : SETTLE_TRIES)) throw error;
         await this.backoff(Math.min(SETTLE_BACKOFF_CAP_MS, SETTLE_BACKOFF_MS * 2 ** (attempt - 1)));
         if (this.stopping && attempt >= SETTLE_TRIES_STOPPING) throw error;
       }
@@ -633,7 +638,7 @@ export class Worker {
   }
 
   /** Extend `entry`'s lease in `delayMs` (default: the regular interval), and again after each extension. */
-  private scheduleExtend(entry: Running, delayMs = Math.max(1000, entry.job.reserve_for * 1000 * this.extendAt)): void {
+  private scheduleExtend(entry: Running, delayMs = Math.max(EXTEND_MIN_MS, entry.job.reserve_for * 1000 * this.extendAt)): void {
     if (entry.finished || entry.settling) return;
     entry.extendTimer = setTimeout(() => {
       void this.extend(entry, undefined, false).then(
@@ -825,6 +830,17 @@ function sanitized(report: FailReport): FailReport {
   } catch {
     return { errtype: "unknown", message: UNDESCRIBABLE, backtrace: [] };
   }
+}
+
+/**
+ * Whether an ack or fail that failed may succeed when sent again (an outage, a 500, a 429): not when
+ * the lease is gone or the server refused what was sent.
+ */
+function retriable(error: unknown): boolean {
+  return (
+    error instanceof WerkError &&
+    !(error instanceof LeaseLost || error instanceof JobNotFound || error instanceof ValidationError || error instanceof PayloadTooLarge)
+  );
 }
 
 /** The server refused what an ack carried (a result too large or not storable, or a batch too big). */

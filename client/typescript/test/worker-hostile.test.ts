@@ -2,7 +2,22 @@ import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { describe, it } from "node:test";
 
-import { Client, JobNotFound, Unavailable, ValidationError, Worker, WerkError, type JobContext, type JobResult } from "../src/index.js";
+import {
+  Client,
+  JobNotFound,
+  LeaseLost,
+  PayloadTooLarge,
+  ServerError,
+  Unavailable,
+  ValidationError,
+  Worker,
+  WerkError,
+  newJid,
+  type ExtendResult,
+  type FetchedJob,
+  type JobContext,
+  type JobResult,
+} from "../src/index.js";
 import { URL_, eventually, sleep, uniqueQueue } from "./helpers.js";
 
 const client = new Client({ url: URL_ });
@@ -249,6 +264,64 @@ describe("Worker shutdown and leases", () => {
   });
 });
 
+describe("Worker defaults and long polls", () => {
+  it("long-polls 25 s and extends a lease every third of reserve_for by default, as the Python worker does", async () => {
+    const queue = uniqueQueue();
+    const own = new Client({ url: URL_ });
+    const fetch = own.fetch.bind(own);
+    const waits: Array<number | undefined> = [];
+    // A reservation of 0.9 s (the server's are a minute or more): extended after 0.3 s, and again.
+    const job = { jid: newJid(), jobtype: "slow", args: [], queue, reserve_for: 0.9, lease: "lease", attempt: 1, custom: {} } as unknown as FetchedJob;
+    own.fetch = (request, signal) => (waits.push(request.wait), waits.length === 1 ? Promise.resolve([job]) : fetch(request, signal));
+    const extended: number[] = [];
+    own.extend = async () => (extended.push(Date.now()), {} as ExtendResult);
+    own.ackMany = async (acks) => ({ acked: acks.map((ack) => ack.jid), lease_lost: [] });
+    const worker = new Worker({ ...quietErrors, client: own, queues: [queue] });
+    worker.register("slow", () => sleep(900));
+    await during(worker, async () => {
+      await eventually(() => worker.processed === 1, 5_000, "the job");
+    });
+    assert.equal(waits[0], 25);
+    assert.ok(extended.length >= 2, `${extended.length} extensions in 0.9 s`);
+  });
+
+  it("ends a 25 s long poll under way at once on stop, quiet or SIGTERM", async () => {
+    for (const how of ["stop", "quiet", "signal"]) {
+      const queue = uniqueQueue();
+      const own = new Client({ url: URL_ });
+      const fetch = own.fetch.bind(own);
+      let polls = 0;
+      let ended = 0;
+      own.fetch = (request, signal) => (polls++, fetch(request, signal).finally(() => (ended = Date.now())));
+      const before = process.listeners("SIGTERM");
+      const worker = new Worker({ ...quietErrors, handleSignals: how === "signal", client: own, queues: [queue] });
+      worker.register("x", () => undefined);
+      let stopped = false;
+      const running = worker.run().then(() => void (stopped = true));
+      try {
+        await eventually(() => polls === 1, 5_000, "a long poll");
+        await sleep(300); // at the server, waiting
+        const asked = Date.now();
+        if (how === "stop") worker.stop();
+        else if (how === "quiet") worker.quiet();
+        // The worker's own listener, called as a signal would (emitting SIGTERM would reach the test runner's too).
+        else (process.listeners("SIGTERM").find((listener) => !before.includes(listener)) as () => void)();
+        await eventually(() => ended > 0 && (how === "quiet" || stopped), 3_000, `${how} to end the long poll`);
+        assert.ok(ended - asked < 2_000, `${how}: the long poll ended ${ended - asked} ms later`);
+        if (how === "quiet") {
+          const job = await client.push({ jobtype: "x", queue });
+          await sleep(300);
+          assert.equal(polls, 1, "a quiet worker fetches no more");
+          assert.equal((await client.get(job.jid)).state, "available");
+        }
+      } finally {
+        worker.stop(0);
+        await running;
+      }
+    }
+  });
+});
+
 describe("Worker settling while the server is unreachable", () => {
   it("keeps trying an ack the server could not take, until it does", async () => {
     const queue = uniqueQueue();
@@ -296,6 +369,51 @@ describe("Worker settling while the server is unreachable", () => {
     assert.deepEqual(errors, []);
     assert.deepEqual(recorded, [second, first], "the second job's failure did not wait for the first's");
     assert.equal((await failureOf(first!))?.message, "first");
+  });
+
+  it("tries an ack or a failure report again after an error answer retrying may fix (a 500, a 429)", async () => {
+    const queue = uniqueQueue();
+    const own = new Client({ url: URL_ });
+    const ackMany = own.ackMany.bind(own);
+    const fail = own.fail.bind(own);
+    const refused = { ack: 0, fail: 0 };
+    own.ackMany = (acks) =>
+      refused.ack++ === 0 ? Promise.reject(new ServerError("boom", { code: "internal_error", status: 500 })) : ackMany(acks);
+    own.fail = (jid, lease, report) =>
+      refused.fail++ === 0 ? Promise.reject(new WerkError("slow down", { code: "http_429", status: 429 })) : fail(jid, lease, report);
+    const errors: unknown[] = [];
+    const worker = new Worker({ ...quietErrors, onError: (e) => errors.push(e), client: own, queues: [queue], fetchWait: 1 });
+    worker.register("quick", () => "done");
+    worker.register("boom", () => {
+      throw new Error("boom");
+    });
+    const [done, failed] = (await client.pushMany([{ jobtype: "quick", queue }, { jobtype: "boom", queue, retry: 3 }])).jids;
+    await during(worker, async () => {
+      await eventually(() => refused.ack + refused.fail === 4 || settleFailures(errors).length > 0, 10_000, "the ack and the failure");
+    }, 25_000);
+    assert.deepEqual(errors, []);
+    assert.equal(worker.processed, 1);
+    await assert.rejects(client.get(done!), JobNotFound);
+    assert.equal((await failureOf(failed!))?.message, "boom");
+  });
+
+  it("never tries a failure report again when sending it again cannot change the answer", async () => {
+    for (const refusal of [new LeaseLost("", { code: "lease_lost", status: 409 }), new JobNotFound("", { code: "job_not_found", status: 404 }),
+      new PayloadTooLarge("", { code: "payload_too_large", status: 413 })]) {
+      const queue = uniqueQueue();
+      const own = new Client({ url: URL_ });
+      let tries = 0;
+      own.fail = () => (tries++, Promise.reject(refusal));
+      const worker = new Worker({ ...quietErrors, onError: () => undefined, client: own, queues: [queue], fetchWait: 1 });
+      worker.register("boom", () => {
+        throw new Error("boom");
+      });
+      await client.push({ jobtype: "boom", queue, retry: 3 });
+      await during(worker, async () => {
+        await eventually(() => tries > 0 && worker.runningJids.length === 0, 5_000, `${refusal.code}: the report to be given up`);
+      });
+      assert.equal(tries, 1, refusal.code);
+    }
   });
 
   it("gives settling up after a few tries once stopping", async () => {
