@@ -847,6 +847,7 @@ const (
 	resultField
 	completedAtField
 	dependenciesField
+	dependenciesOmittedField
 	dependentsField
 	batchField
 )
@@ -860,7 +861,8 @@ var jobFields = map[string]jobField{
 	"lease_expires_at": leaseExpiresAtField, "wid": widField, "created": createdField,
 	"expires_at": expiresAtField, "unique": uniqueField, "duplicate": duplicateField,
 	"keep_result_for": keepResultForField, "result": resultField, "completed_at": completedAtField,
-	"dependencies": dependenciesField, "dependents": dependentsField, "batch": batchField,
+	"dependencies": dependenciesField, "dependencies_omitted": dependenciesOmittedField,
+	"dependents": dependentsField, "batch": batchField,
 }
 
 // shapeKey is a member name as the last job of a list had it at one place: its text from the
@@ -953,6 +955,8 @@ func (r *jsonReader) jobField(j *Job, field jobField) error {
 		j.CompletedAt, err = r.optTime()
 	case dependenciesField:
 		err = r.into(&j.Dependencies)
+	case dependenciesOmittedField:
+		j.DependenciesOmitted, err = r.bool()
 	case dependentsField:
 		err = r.into(&j.Dependents)
 	case batchField:

@@ -76,16 +76,7 @@ func largeDependencies(t *testing.T, c *Client, dependents ...string) ([]string,
 	for i := range specs {
 		specs[i] = JobSpec{JobType: "part", Args: []any{i}, Queue: queue}
 	}
-	pushed, err := c.PushMany(ctx, specs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jids := append([]string(nil), pushed.JIDs...)
-	sort.Strings(jids)
-	needs := make([]any, len(jids))
-	for i, jid := range jids {
-		needs[i] = jid
-	}
+	jids, needs := pushedDependencies(t, c, specs)
 	var waiting []*Job
 	for _, prefix := range dependents {
 		job, err := c.Push(ctx, JobSpec{JobType: "join", Queue: uniqueQueue(prefix), DependsOn: needs, ReserveFor: 60})
@@ -111,6 +102,22 @@ func largeDependencies(t *testing.T, c *Client, dependents ...string) ([]string,
 		}
 	}
 	return jids, results, waiting
+}
+
+// pushedDependencies pushes specs and answers their jids in jid order, also as a DependsOn.
+func pushedDependencies(t *testing.T, c *Client, specs []JobSpec) ([]string, []any) {
+	t.Helper()
+	pushed, err := c.PushMany(context.Background(), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jids := append([]string(nil), pushed.JIDs...)
+	sort.Strings(jids)
+	needs := make([]any, len(jids))
+	for i, jid := range jids {
+		needs[i] = jid
+	}
+	return jids, needs
 }
 
 // checkAllResults: deps are the dependencies jids name, in that order, each completed with the
@@ -292,5 +299,75 @@ func TestWorkerFailsAJobWhoseOmittedResultsCannotBeRead(t *testing.T) {
 	if err != nil || ran.Load() != 0 || w.Failed() != 1 || job.State != "scheduled" || job.Failure == nil ||
 		job.Failure.ErrType != "werk.Error" || !strings.Contains(job.Failure.Message, "internal_error") {
 		t.Fatalf("ran %d, failed %d: %v %+v", ran.Load(), w.Failed(), err, job)
+	}
+}
+
+// One answer lists the server's WERK_MAX_DEPENDENCIES_LISTED (10,000) dependencies: of two
+// dependents of 6,000 jobs each, fetched together, the second is listed only in part (its first
+// 4,000), and the Worker reads the rest from its pages before the handler runs.
+func TestWorkerReadsTheDependenciesAFetchDidNotList(t *testing.T) {
+	c := testClient(t)
+	ctx := context.Background()
+	const many = 6_000
+	depQueue, queue := uniqueQueue("go-many-deps"), uniqueQueue("go-many-dependent")
+	specs := make([]JobSpec, many)
+	for i := range specs {
+		specs[i] = JobSpec{JobType: "part", Queue: depQueue}
+	}
+	jids, needs := pushedDependencies(t, c, specs)
+	for i := 0; i < 2; i++ {
+		if _, err := c.Push(ctx, JobSpec{JobType: "join", Queue: queue, DependsOn: needs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for left := many; left > 0; {
+		fetched, err := c.Fetch(ctx, FetchRequest{Queues: []string{depQueue}, WID: "go-many", Count: 100})
+		if err != nil || len(fetched) == 0 {
+			t.Fatalf("fetch the dependencies: %v (%d left)", err, left)
+		}
+		acks := make([]AckItem, len(fetched))
+		for i, job := range fetched {
+			acks[i] = AckItem{JID: job.JID, Lease: job.LeaseToken()}
+		}
+		if _, err := c.AckMany(ctx, acks); err != nil {
+			t.Fatal(err)
+		}
+		left -= len(fetched)
+	}
+	watch := &dependencyReads{next: c.HTTP.Transport}
+	c.HTTP = &http.Client{Transport: watch}
+	w := quietWorker(c, queue)
+	var mu sync.Mutex
+	var seen [][]string
+	w.Register("join", func(ctx context.Context, job *Job) error {
+		got := make([]string, len(job.Dependencies))
+		for i, d := range job.Dependencies {
+			got[i] = d.JID
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, got)
+		if job.DependenciesOmitted {
+			return errors.New("still marked DependenciesOmitted")
+		}
+		return nil
+	})
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	eventually(t, 30*time.Second, "both dependents settled", func() bool { return w.Processed()+w.Failed() >= 2 })
+	w.Stop()
+	<-done
+	if w.Processed() != 2 {
+		t.Fatalf("processed %d, failed %d", w.Processed(), w.Failed())
+	}
+	for _, got := range seen {
+		if strings.Join(got, ",") != strings.Join(jids, ",") {
+			t.Fatalf("the handler saw %d dependencies, want all %d in jid order", len(got), len(jids))
+		}
+	}
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	if len(watch.cursors) != 2 || watch.cursors[0] != jids[3999] || watch.cursors[1] != jids[4999] {
+		t.Fatalf("read the pages after %q, want two pages after the last one listed", watch.cursors)
 	}
 }

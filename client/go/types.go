@@ -39,10 +39,13 @@ type Job struct {
 	Result        json.RawMessage `json:"result"`
 	CompletedAt   *time.Time      `json:"completed_at"`
 	// Dependencies: a job pushed with DependsOn, as fetched or read alone, with each
-	// dependency's outcome and result (see Dependency.ResultOmitted). Dependents: a job read
-	// alone that others depend on.
-	Dependencies []Dependency `json:"dependencies,omitempty"`
-	Dependents   []Dependent  `json:"dependents,omitempty"`
+	// dependency's outcome and result (see Dependency.ResultOmitted). DependenciesOmitted: the
+	// answer listed only the first of them, one answer listing at most the server's
+	// WERK_MAX_DEPENDENCIES_LISTED (a Worker reads the rest before its handler runs,
+	// Client.Dependencies reads them all). Dependents: a job read alone that others depend on.
+	Dependencies        []Dependency `json:"dependencies,omitempty"`
+	DependenciesOmitted bool         `json:"dependencies_omitted,omitempty"`
+	Dependents          []Dependent  `json:"dependents,omitempty"`
 	// Batch: the bid of the batch the job is a member of (empty: none).
 	Batch string `json:"batch,omitempty"`
 

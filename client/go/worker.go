@@ -802,10 +802,12 @@ func (w *Worker) run(ctx context.Context, r *runningJob) {
 	w.mu.Unlock()
 }
 
-// fillOmitted gives job the dependency results its fetch answer left out (ResultOmitted), read
-// from the job's dependency pages, so a handler sees every result as the job was pushed to get
-// them. Reading starts at the page holding the first one left out (the cursor is exclusive: the
-// dependency before it, in the answer's order, which is the server's) and ends once each is filled.
+// fillOmitted gives job what its fetch answer left out of its dependencies, read from the job's
+// dependency pages, so a handler sees every dependency and result as the job was pushed to get
+// them: the results left out (ResultOmitted), and the dependencies not listed
+// (DependenciesOmitted). Reading starts at the page holding the first result left out, or else
+// the first dependency not listed (the cursor is exclusive: the dependency before it, in the
+// answer's order, which is the server's), and ends once nothing is missing.
 func (w *Worker) fillOmitted(ctx context.Context, job *Job) error {
 	var omitted map[string]int // jid: index in job.Dependencies
 	cursor := ""
@@ -821,7 +823,16 @@ func (w *Worker) fillOmitted(ctx context.Context, job *Job) error {
 		}
 		omitted[d.JID] = i
 	}
-	if len(omitted) == 0 {
+	var listed map[string]bool // with DependenciesOmitted: the jids the answer listed
+	if job.DependenciesOmitted {
+		listed = make(map[string]bool, len(job.Dependencies))
+		for _, d := range job.Dependencies {
+			listed[d.JID] = true
+		}
+		if omitted == nil && len(job.Dependencies) > 0 {
+			cursor = job.Dependencies[len(job.Dependencies)-1].JID
+		}
+	} else if len(omitted) == 0 {
 		return nil
 	}
 	err := w.Client.dependencyPages(ctx, job.JID, cursor, func(page []Dependency) bool {
@@ -830,13 +841,19 @@ func (w *Worker) fillOmitted(ctx context.Context, job *Job) error {
 				job.Dependencies[i].Result = d.Result
 				job.Dependencies[i].ResultOmitted = false
 				delete(omitted, d.JID)
+			} else if listed != nil && !listed[d.JID] {
+				// After every dependency listed, in jid order as they are.
+				job.Dependencies = append(job.Dependencies, d)
 			}
 		}
-		return len(omitted) > 0
+		return len(omitted) > 0 || listed != nil
 	})
 	if err == nil && len(omitted) > 0 {
 		err = fmt.Errorf("werk: job %s: %d dependencies whose results the fetch left out are not in its dependency pages",
 			job.JID, len(omitted))
+	}
+	if err == nil {
+		job.DependenciesOmitted = false
 	}
 	return err
 }

@@ -40,6 +40,7 @@ from werk.services.admin import AdminService
 from werk.services.batches import BatchService
 from werk.services.claim import ClaimService
 from werk.services.container import Services
+from werk.services.dependency_reads import AnswerBudget
 from werk.services.faktory_ops import FaktoryOps
 from werk.services.info import InfoService
 from werk.services.maintenance import Maintenance
@@ -122,16 +123,17 @@ def create_app(
         if settings.search_available:
             assert listen_dsn is not None  # Settings requires a direct URL behind a pooler
             search_index = SearchIndexBuild(listen_dsn)
-        claim = ClaimService(
-            pool, clock, hub, dependency_results=settings.max_dependency_results_bytes
+        dependencies = AnswerBudget(
+            settings.max_dependency_results_bytes, settings.max_dependencies_listed
         )
+        claim = ClaimService(pool, clock, hub, dependencies=dependencies)
         services = Services(
             push=PushService(
                 pool,
                 clock,
                 hub,
                 claim,
-                dependency_results=settings.max_dependency_results_bytes,
+                dependencies=dependencies,
             ),
             claim=claim,
             settle=SettleService(

@@ -179,6 +179,15 @@ class Settings(BaseSettings):
         "(a job may have thousands of dependencies); results beyond it are left out "
         "(result_omitted) and read with GET /v1/jobs/{jid}/dependencies.",
     )
+    max_dependencies_listed: int = Field(
+        10_000,
+        ge=1,
+        le=1_000_000,
+        description="Most dependencies one fetch answer or job read lists, counted across its "
+        "jobs in jid order (a fetch of a hundred jobs with thousands of dependencies each would "
+        "otherwise be an answer of hundreds of megabytes); a job listed only in part says "
+        "dependencies_omitted, and the rest are read with GET /v1/jobs/{jid}/dependencies.",
+    )
 
     # Search (q) reads werk_jobs_words_idx, which leaves available jobs out so that the job
     # traffic never writes to it; this adds the index that covers them, for those who search

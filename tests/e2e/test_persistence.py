@@ -295,7 +295,7 @@ async def test_migration_26_stores_each_result_once_and_every_edge_reads_it_back
         await prepare_database(url)
         conn = await connect(url)
         try:
-            read = await queries.job_dependencies(conn, jids, 1 << 30)
+            read = await queries.job_dependencies(conn, jids, 1 << 30, 1000)
         finally:
             await conn.close()
         # (The server's connections decode JSON; the test's read it as text.)

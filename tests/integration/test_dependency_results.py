@@ -128,3 +128,59 @@ async def test_the_dashboard_job_page_says_which_results_it_left_out(small):
     page = (await small.http.get("/jobs/dr-job-0")).text
     assert page.count("not shown: the results above fill this page") == 1
     assert page.count("&#34;result_omitted&#34;: true") == 1  # the job's JSON, as read
+
+
+# Dependencies listed within a budget: a fetch of a hundred jobs with thousands of dependencies
+# each would otherwise answer a million edges (hundreds of megabytes) on every fetch of their
+# queue. One answer lists WERK_MAX_DEPENDENCIES_LISTED in all, in jid order; a job listed in part,
+# or not at all, says dependencies_omitted, and its pages hold every one.
+
+
+@pytest.fixture
+async def few_listed(make_api):
+    return await make_api(max_dependencies_listed=5)
+
+
+async def test_an_answer_lists_dependencies_up_to_the_budget_across_its_jobs(few_listed):
+    api = few_listed
+    deps = await dependents_of(api, 3, dependents=3)
+    first, second, third = sorted(await fetch(api, count=3), key=lambda j: j["jid"])
+    assert [d["jid"] for d in first["dependencies"]] == deps
+    assert "dependencies_omitted" not in first
+    assert [d["jid"] for d in second["dependencies"]] == deps[:2]
+    assert second["dependencies_omitted"] is True
+    assert third["dependencies"] == []
+    assert third["dependencies_omitted"] is True
+    # What a job lists is the start of its pages, which hold every dependency and result.
+    for job in (second, third):
+        listed = [d for p in await pages(api, job["jid"]) for d in p]
+        assert [d["jid"] for d in listed] == deps
+        assert listed[: len(job["dependencies"])] == job["dependencies"]
+        rest = await pages(api, job["jid"], cursor=deps[1])
+        assert [d["jid"] for p in rest for d in p] == deps[2:]
+
+
+async def test_a_read_of_one_job_lists_within_the_same_budget(make_api):
+    api = await make_api(max_dependencies_listed=2)
+    deps = await dependents_of(api, 3)
+    read = (await api.http.get("/v1/jobs/dr-job-0")).json()
+    assert [d["jid"] for d in read["dependencies"]] == deps[:2]
+    assert read["dependencies_omitted"] is True
+    assert all(d["result"] == RESULT for d in read["dependencies"])
+
+
+async def test_a_job_within_the_budget_says_nothing_of_omission(few_listed):
+    await dependents_of(few_listed, 5)
+    (job,) = await fetch(few_listed)
+    assert len(job["dependencies"]) == 5
+    assert "dependencies_omitted" not in job
+    read = (await few_listed.http.get("/v1/jobs/dr-job-0")).json()
+    assert "dependencies_omitted" not in read
+
+
+async def test_the_dashboard_job_page_says_it_shows_only_the_first_dependencies(make_api):
+    api = await make_api(max_dependencies_listed=2)
+    await dependents_of(api, 3)
+    page = (await api.http.get("/jobs/dr-job-0")).text
+    assert page.count("Only the first 2 dependencies are shown") == 1
+    assert page.count("dr-dep-02") == 0

@@ -170,8 +170,8 @@ def test_each_job_operation_has_one_success_status_and_shape(
     assert set(s["JobBatchPushed"]["required"]) == {"jids", "created", "existed"}
     assert "lease" not in s["Job"]["properties"] and "lease" in s["FetchedJob"]["required"]
     # All always sent, but the dependencies and dependents of a job that has them (on a fetch
-    # and a read of one job).
-    optional = {"dependencies", "dependents", "batch"}
+    # and a read of one job), and the mark of dependencies left out.
+    optional = {"dependencies", "dependencies_omitted", "dependents", "batch"}
     assert set(s["Job"]["required"]) == set(s["Job"]["properties"]) - optional
     assert s["JobBatchPush"]["properties"]["jobs"]["maxItems"] == schemas.DEFAULT_MAX_BATCH == 1000
 

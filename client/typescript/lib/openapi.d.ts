@@ -465,9 +465,10 @@ export interface paths {
         /**
          * Dependencies
          * @description A job's dependencies in jid order, each with how it ended and its result: the whole of
-         *     what a fetch or a read of the job left out (`result_omitted`) when its dependencies'
-         *     results exceeded the answer's budget. A page holds at most `limit` dependencies and the
-         *     results that fit the budget, at least one.
+         *     what a fetch or a read of the job left out when its dependencies' results exceeded the
+         *     answer's budget (`result_omitted`) or they were more than it lists
+         *     (`dependencies_omitted`). A page holds at most `limit` dependencies and the results that
+         *     fit the budget, at least one.
          */
         get: operations["jobs-dependencies"];
         put?: never;
@@ -1244,6 +1245,12 @@ export interface components {
              * @description A job pushed with `depends_on`, as fetched or read alone: its dependencies, each with its outcome and result (absent otherwise).
              */
             dependencies?: components["schemas"]["Dependency"][] | null;
+            /**
+             * Dependencies Omitted
+             * @description Present (true) when `dependencies` lists only the first of the job's dependencies (in jid order), or none: one answer lists at most `WERK_MAX_DEPENDENCIES_LISTED` (10,000 unless configured), counted across its jobs in jid order. Read the rest with `GET /v1/jobs/{jid}/dependencies`, from the last one listed on.
+             * @default false
+             */
+            dependencies_omitted?: boolean;
             /** Enqueued At */
             enqueued_at: string | null;
             /**
@@ -1354,6 +1361,12 @@ export interface components {
              * @description A job pushed with `depends_on`, as fetched or read alone: its dependencies, each with its outcome and result (absent otherwise).
              */
             dependencies?: components["schemas"]["Dependency"][] | null;
+            /**
+             * Dependencies Omitted
+             * @description Present (true) when `dependencies` lists only the first of the job's dependencies (in jid order), or none: one answer lists at most `WERK_MAX_DEPENDENCIES_LISTED` (10,000 unless configured), counted across its jobs in jid order. Read the rest with `GET /v1/jobs/{jid}/dependencies`, from the last one listed on.
+             * @default false
+             */
+            dependencies_omitted?: boolean;
             /**
              * Dependents
              * @description A job others depend on, read alone: those jobs (the first 1,000; absent otherwise).
@@ -1673,6 +1686,12 @@ export interface components {
              */
             dependencies?: components["schemas"]["Dependency"][] | null;
             /**
+             * Dependencies Omitted
+             * @description Present (true) when `dependencies` lists only the first of the job's dependencies (in jid order), or none: one answer lists at most `WERK_MAX_DEPENDENCIES_LISTED` (10,000 unless configured), counted across its jobs in jid order. Read the rest with `GET /v1/jobs/{jid}/dependencies`, from the last one listed on.
+             * @default false
+             */
+            dependencies_omitted?: boolean;
+            /**
              * Duplicate
              * @description true (status 200): another job held the unique key; this is that job, after taking this push's `args` and `at` with `on_conflict: replace`.
              * @default false
@@ -1819,6 +1838,12 @@ export interface components {
              * @description A job pushed with `depends_on`, as fetched or read alone: its dependencies, each with its outcome and result (absent otherwise).
              */
             dependencies?: components["schemas"]["Dependency"][] | null;
+            /**
+             * Dependencies Omitted
+             * @description Present (true) when `dependencies` lists only the first of the job's dependencies (in jid order), or none: one answer lists at most `WERK_MAX_DEPENDENCIES_LISTED` (10,000 unless configured), counted across its jobs in jid order. Read the rest with `GET /v1/jobs/{jid}/dependencies`, from the last one listed on.
+             * @default false
+             */
+            dependencies_omitted?: boolean;
             /** Enqueued At */
             enqueued_at: string | null;
             /**

@@ -167,11 +167,12 @@ export declare class Worker {
     private handled;
     private execute;
     /**
-     * Fills in the dependency results the fetch left out (`result_omitted`: one answer carries
-     * dependency results only up to the server's budget), so middleware and handler see every
-     * result, as the job's dependencies hold them. Reads the job's dependency pages from the one
-     * holding the first result left out (the cursor is the dependency before it: pages are in jid
-     * order, as the fetch lists them) until none is missing.
+     * Fills in what the fetch left out of the job's dependencies: results (`result_omitted`: one
+     * answer carries dependency results only up to the server's budget) and dependencies
+     * (`dependencies_omitted`: one answer lists only so many), so middleware and handler see every
+     * dependency and result. Reads the job's dependency pages from the one holding the first result
+     * left out, or else the first dependency not listed (the cursor is the dependency before it:
+     * pages are in jid order, as the fetch lists them), until none is missing.
      */
     private fillOmittedResults;
     /**

@@ -393,33 +393,42 @@ export class Worker {
         }
     }
     /**
-     * Fills in the dependency results the fetch left out (`result_omitted`: one answer carries
-     * dependency results only up to the server's budget), so middleware and handler see every
-     * result, as the job's dependencies hold them. Reads the job's dependency pages from the one
-     * holding the first result left out (the cursor is the dependency before it: pages are in jid
-     * order, as the fetch lists them) until none is missing.
+     * Fills in what the fetch left out of the job's dependencies: results (`result_omitted`: one
+     * answer carries dependency results only up to the server's budget) and dependencies
+     * (`dependencies_omitted`: one answer lists only so many), so middleware and handler see every
+     * dependency and result. Reads the job's dependency pages from the one holding the first result
+     * left out, or else the first dependency not listed (the cursor is the dependency before it:
+     * pages are in jid order, as the fetch lists them), until none is missing.
      */
     async fillOmittedResults(entry) {
         const { job } = entry;
         const dependencies = job.dependencies ?? [];
-        const first = dependencies.findIndex((dep) => dep.result_omitted);
-        if (first < 0)
-            return;
+        const unlisted = job.dependencies_omitted === true;
+        let first = dependencies.findIndex((dep) => dep.result_omitted);
+        if (first < 0) {
+            if (!unlisted)
+                return;
+            first = dependencies.length;
+        }
         const signal = signalOf(entry);
         const missing = new Map();
         for (const dep of dependencies)
             if (dep.result_omitted)
                 missing.set(dep.jid, dep);
+        const listed = unlisted ? new Set(dependencies.map((dep) => dep.jid)) : undefined;
         let cursor = first > 0 ? dependencies[first - 1].jid : null;
-        while (missing.size > 0) {
+        while (missing.size > 0 || listed !== undefined) {
             const page = await this.client.dependencyPage(job.jid, { cursor, limit: DEPENDENCY_PAGE_MAX }, { signal });
             for (const read of page.dependencies) {
                 const dep = missing.get(read.jid);
-                if (dep === undefined)
-                    continue;
-                dep.result = read.result;
-                delete dep.result_omitted;
-                missing.delete(read.jid);
+                if (dep !== undefined) {
+                    dep.result = read.result;
+                    delete dep.result_omitted;
+                    missing.delete(read.jid);
+                }
+                else if (listed !== undefined && !listed.has(read.jid)) {
+                    dependencies.push(read); // after every dependency listed, in jid order as they are
+                }
             }
             if (page.next === null)
                 break;
@@ -430,6 +439,10 @@ export class Worker {
             throw new WerkError(`job ${job.jid}: ${missing.size} dependency results left out are not in its pages (${example}, ...)`, {
                 code: "dependencies_incomplete",
             });
+        }
+        if (unlisted) {
+            job.dependencies = dependencies;
+            delete job.dependencies_omitted;
         }
     }
     /**

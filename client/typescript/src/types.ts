@@ -6,7 +6,12 @@ type Query<Op extends keyof operations> = NonNullable<operations[Op]["parameters
 
 /** A job as the server shows it (never with its lease: that is its holder's secret). */
 export type Job = Schemas["Job"];
-/** A job as a fetch hands it over, with the lease that acks, fails and extends this attempt. */
+/**
+ * A job as a fetch hands it over, with the lease that acks, fails and extends this attempt.
+ * `dependencies_omitted` (true, else absent): `dependencies` lists only the first of them, as one
+ * answer lists only the server's `WERK_MAX_DEPENDENCIES_LISTED`; a `Worker` reads the rest before
+ * its handler runs.
+ */
 export type FetchedJob = Schemas["FetchedJob"];
 /** The answer to a push: the job as stored; `created` is false when its jid existed already. */
 export type PushedJob = Schemas["PushedJob"];

@@ -141,6 +141,39 @@ describe("Dependency results beyond the budget of one answer", () => {
     assert.ok(left > 0, "a fetch left results out");
   });
 
+  it("a Worker reads the dependencies a fetch did not list before its handler runs", async () => {
+    // One answer lists the server's WERK_MAX_DEPENDENCIES_LISTED (10,000): of two dependents of
+    // 6,000 jobs each, fetched together, the second is listed only in part.
+    const many = 6_000;
+    const depQueue = uniqueQueue("ts-many-deps");
+    const queue = uniqueQueue("ts-many-dependent");
+    const pushed = await client.pushJids(Array.from({ length: many }, () => ({ jobtype: "part", queue: depQueue })));
+    const deps = [...pushed.jids].sort();
+    await client.pushJids([0, 1].map(() => ({ jobtype: "whole", queue, depends_on: deps })));
+    for (let left = many; left > 0; ) {
+      const jobs = await client.fetch({ queues: [depQueue], wid: "ts-many-deps", count: 100 });
+      await client.ackMany(jobs.map((job) => ({ jid: job.jid, lease: job.lease! })));
+      left -= jobs.length;
+    }
+    const own = new Client({ url: URL_ });
+    const omitted: boolean[] = [];
+    const fetch = own.fetch.bind(own);
+    own.fetch = async (request, signal) => {
+      const jobs = await fetch(request, signal);
+      for (const job of jobs) omitted.push(job.dependencies_omitted === true);
+      return jobs;
+    };
+    const seen: string[][] = [];
+    const worker = new Worker({ ...quietErrors, client: own, queues: [queue], fetchWait: 1 });
+    worker.register("whole", (_args, ctx) => {
+      assert.ok(!("dependencies_omitted" in ctx.job));
+      seen.push((ctx.job.dependencies ?? []).map((d) => d.jid));
+    });
+    await runUntil(worker, () => worker.processed === 2, "both dependents");
+    assert.deepEqual(seen, [deps, deps]);
+    assert.deepEqual(omitted.sort(), [false, true]);
+  });
+
   it("a Worker fails the attempt when the results left out cannot be read, without running the handler", async () => {
     const g = await graph();
     const [dependent] = g.dependents as [string];

@@ -177,9 +177,10 @@ async def dependencies(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     """A job's dependencies in jid order, each with how it ended and its result: the whole of
-    what a fetch or a read of the job left out (`result_omitted`) when its dependencies'
-    results exceeded the answer's budget. A page holds at most `limit` dependencies and the
-    results that fit the budget, at least one."""
+    what a fetch or a read of the job left out when its dependencies' results exceeded the
+    answer's budget (`result_omitted`) or they were more than it lists
+    (`dependencies_omitted`). A page holds at most `limit` dependencies and the results that
+    fit the budget, at least one."""
     page, after = await services.push.dependency_page(jid, cursor, limit)
     return JSON({"dependencies": [dependency_view(e) for e in page], "next": after})
 

@@ -151,6 +151,14 @@ class JobAttempt(BaseModel):
         description="A job pushed with `depends_on`, as fetched or read alone: its "
         "dependencies, each with its outcome and result (absent otherwise).",
     )
+    dependencies_omitted: bool = Field(
+        False,
+        description="Present (true) when `dependencies` lists only the first of the job's "
+        "dependencies (in jid order), or none: one answer lists at most "
+        "`WERK_MAX_DEPENDENCIES_LISTED` (10,000 unless configured), counted across its jobs in "
+        "jid order. Read the rest with `GET /v1/jobs/{jid}/dependencies`, from the last one "
+        "listed on.",
+    )
     batch: str | None = Field(None, description="The batch the job is a member of (absent: none).")
 
 

@@ -292,10 +292,10 @@ async def push_dependent_jobs(
     )
 
 
-async def job_dependencies(db: Executor, jids: Sequence[str], budget: int) -> list[Any]:
-    """The dependency edges of the jobs ``jids``, their results up to ``budget`` bytes in all
-    (job_dependencies.sql)."""
-    return await db.fetch(sql("job_dependencies"), list(jids), budget)
+async def job_dependencies(db: Executor, jids: Sequence[str], budget: int, most: int) -> list[Any]:
+    """The first ``most`` dependency edges of the jobs ``jids``, their results up to ``budget``
+    bytes in all (job_dependencies.sql)."""
+    return await db.fetch(sql("job_dependencies"), list(jids), budget, most)
 
 
 async def job_dependency_page(

@@ -11,6 +11,7 @@ import asyncpg
 
 from werk.db import queries
 from werk.domain.clock import Clock
+from werk.services.dependency_reads import AnswerBudget, with_dependencies
 from werk.services.wakeup import WakeHub, counts_by_queue
 from werk.services.writers import Claim, ClaimWriter
 
@@ -22,10 +23,10 @@ RELOCK_ATTEMPTS = 3
 
 class ClaimService:
     def __init__(
-        self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, *, dependency_results: int
+        self, pool: asyncpg.Pool, clock: Clock, hub: WakeHub, *, dependencies: AnswerBudget
     ) -> None:
         self._pool = pool
-        self._dependency_results = dependency_results
+        self._dependencies = dependencies
         self._hub = hub
         self._claims = ClaimWriter(pool, clock)
 
@@ -51,22 +52,7 @@ class ClaimService:
         if rows and gone is not None and gone.done():
             await self.hand_back(rows)
             return []
-        if any(r["dependencies"] for r in rows):
-            return await self._with_dependencies(rows)
-        return rows
-
-    async def _with_dependencies(self, rows: list[Row]) -> list[Row]:
-        """The jobs pushed with depends_on carry their dependencies, each with how it ended and
-        its result (``dependency_edges``), the results up to the answer's budget."""
-        edges: dict[str, list[Row]] = {}
-        for e in await queries.job_dependencies(
-            self._pool, [r["jid"] for r in rows if r["dependencies"]], self._dependency_results
-        ):
-            edges.setdefault(e["jid"], []).append(e)
-        return [
-            {**r, "dependency_edges": edges.get(r["jid"], [])} if r["dependencies"] else r
-            for r in rows
-        ]
+        return await with_dependencies(self._pool, rows, self._dependencies)
 
     async def _fetch(
         self,

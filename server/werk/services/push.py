@@ -20,6 +20,7 @@ from werk.domain.unique import unique_lock
 from werk.errors import DependencyNotFound, InvalidRequest, JobNotFound, NotUnique
 from werk.services.batches import batch_closed
 from werk.services.claim import ClaimService
+from werk.services.dependency_reads import AnswerBudget, with_dependencies
 from werk.services.wakeup import Waiter, WakeHub, counts_by_queue
 from werk.services.writers import PushWriter
 
@@ -44,10 +45,10 @@ class PushService:
         hub: WakeHub,
         claim: ClaimService,
         *,
-        dependency_results: int,
+        dependencies: AnswerBudget,
     ) -> None:
         self._pool = pool
-        self._dependency_results = dependency_results
+        self._dependencies = dependencies
         self._clock = clock
         self._hub = hub
         self._claim = claim
@@ -288,14 +289,13 @@ class PushService:
         row = await queries.get_job(self._pool, jid)
         if row is None:
             raise JobNotFound(f"no job with jid {jid!r} (completed jobs are deleted at ack)")
-        job = dict(row)
-        if job["dependencies"]:
-            job["dependency_edges"] = await queries.job_dependencies(
-                self._pool, [jid], self._dependency_results
-            )
-        if job["dependents"]:
-            job["dependent_edges"] = await queries.job_dependents(self._pool, jid, DEPENDENTS_SHOWN)
-        return job
+        (job,) = await with_dependencies(self._pool, [row], self._dependencies)
+        if not job["dependents"]:
+            return job
+        return {
+            **job,
+            "dependent_edges": await queries.job_dependents(self._pool, jid, DEPENDENTS_SHOWN),
+        }
 
     async def dependency_page(
         self, jid: str, after: str | None, limit: int
@@ -304,7 +304,7 @@ class PushService:
         as many as the budget of one answer holds, and at least one. Returns the page and the
         ``after`` of the next one (None: this was the last)."""
         rows = await queries.job_dependency_page(
-            self._pool, jid, after, limit + 1, self._dependency_results
+            self._pool, jid, after, limit + 1, self._dependencies.results_bytes
         )
         if not rows and await queries.get_job(self._pool, jid) is None:
             raise JobNotFound(f"no job with jid {jid!r} (completed jobs are deleted at ack)")

@@ -82,6 +82,8 @@ def _with_relations(view: dict[str, Any], r: Mapping[str, Any]) -> dict[str, Any
         view["batch"] = r["batch"]
     if r["dependencies"] and (edges := r.get("dependency_edges")) is not None:
         view["dependencies"] = [dependency_view(e) for e in edges]
+        if r.get("dependencies_omitted"):
+            view["dependencies_omitted"] = True
     if r["dependents"] and (dependents := r.get("dependent_edges")):
         view["dependents"] = [
             {"jid": d["jid"], "state": d["state"], "on_failure": d["on_failure"]}

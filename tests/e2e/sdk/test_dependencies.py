@@ -97,11 +97,11 @@ async def test_a_worker_hands_each_job_its_dependencies_results(werk_server):
     assert got.done and got.result == 1 + 4 + 9 + 16
 
 
-async def test_results_the_answer_left_out_are_read_before_the_handler_runs(
-    werk_server_factory,
-):
-    # A budget of about three results per answer: the fetch leaves most of them out.
-    server = werk_server_factory({"WERK_MAX_DEPENDENCY_RESULTS_BYTES": "100"})
+async def parts_then_whole(url, check_read):
+    """Twelve parts acked with results, and a whole depending on them all, run by a worker each:
+    ``check_read(client, whole, expected)`` looks at the whole in between. Answers what the
+    whole's handler saw of its dependencies, and what it should see: every one, with its result,
+    none marked left out."""
     registry = Registry()
     seen = []
 
@@ -117,9 +117,9 @@ async def test_results_the_answer_left_out_are_read_before_the_handler_runs(
     parts = [flow.add("part", [i], ref=f"p{i:02}", queue="parts") for i in range(12)]
     summed = flow.add("whole", depends_on=parts, keep_result_for=60)
     expected = [(p.jid, {"part": i, "pad": "x" * 10}, False) for i, p in enumerate(parts)]
-    async with AsyncClient(server.url) as client:
+    async with AsyncClient(url) as client:
         await client.push_flow(flow)
-        worker = Worker(registry, url=server.url, queues=["parts"], concurrency=12, fetch_wait=1)
+        worker = Worker(registry, url=url, queues=["parts"], concurrency=12, fetch_wait=1)
         running = asyncio.create_task(worker.run_async())
         try:
             for p in parts:
@@ -127,6 +127,25 @@ async def test_results_the_answer_left_out_are_read_before_the_handler_runs(
         finally:
             worker.stop()
             await running
+        await check_read(client, summed, expected)
+        worker = Worker(registry, url=url, concurrency=1, fetch_wait=1)
+        running = asyncio.create_task(worker.run_async())
+        try:
+            assert (await client.result(summed.jid, wait=20)).done
+        finally:
+            worker.stop()
+            await running
+    (got,) = seen
+    return sorted(got), sorted(expected)
+
+
+async def test_results_the_answer_left_out_are_read_before_the_handler_runs(
+    werk_server_factory,
+):
+    # A budget of about three results per answer: the fetch leaves most of them out.
+    server = werk_server_factory({"WERK_MAX_DEPENDENCY_RESULTS_BYTES": "100"})
+
+    async def check_read(client, summed, expected):
         read = await client.get(summed.jid)
         omitted = [d.result_omitted for d in read.dependencies or []]
         assert omitted.count(True) >= 8 and omitted == sorted(omitted)  # the first ones carried
@@ -135,12 +154,21 @@ async def test_results_the_answer_left_out_are_read_before_the_handler_runs(
         assert [d.jid for d in await client.dependencies(summed.jid, after=every[5].jid)] == [
             d.jid for d in every[6:]
         ]
-        worker = Worker(registry, url=server.url, concurrency=1, fetch_wait=1)
-        running = asyncio.create_task(worker.run_async())
-        try:
-            assert (await client.result(summed.jid, wait=20)).done
-        finally:
-            worker.stop()
-            await running
-    (got,) = seen
-    assert sorted(got) == sorted(expected)
+
+    got, expected = await parts_then_whole(server.url, check_read)
+    assert got == expected
+
+
+async def test_dependencies_the_answer_did_not_list_are_read_before_the_handler_runs(
+    werk_server_factory,
+):
+    # An answer lists four dependencies, with their results: the fetch leaves out the rest.
+    server = werk_server_factory({"WERK_MAX_DEPENDENCIES_LISTED": "4"})
+
+    async def check_read(client, summed, expected):
+        read = await client.get(summed.jid)
+        assert read.dependencies_omitted
+        assert [d.jid for d in read.dependencies or []] == sorted(e[0] for e in expected)[:4]
+
+    got, expected = await parts_then_whole(server.url, check_read)
+    assert got == expected

@@ -245,9 +245,10 @@ class AsyncClient:
 
     async def dependencies(self, jid: str, *, after: str | None = None) -> list[Dependency]:
         """The job's dependencies in jid order, each with how it ended and its result: every
-        result, where a read or fetch of the job may leave some out (``result_omitted``) when
-        they add up to more than the server carries in one answer. ``after``: only those after
-        this dependency's jid. Raises ``JobNotFound``."""
+        dependency and result, where a read or fetch of the job may leave results out
+        (``result_omitted``) when they add up to more than the server carries in one answer,
+        and dependencies (``dependencies_omitted``) beyond the most it lists. ``after``: only
+        those after this dependency's jid. Raises ``JobNotFound``."""
         found: list[Dependency] = []
         while True:
             page, after = protocol.parse_dependency_page(

@@ -201,6 +201,9 @@ class JobRecord:
     ``lease`` is set on fetched jobs only (no read of a job shows it); ``progress`` holds the
     last checkpoint of a previous attempt, so a retried job can resume. ``created`` is set on
     the answer to ``push``: False when the jid existed already (nothing new was stored).
+    ``dependencies_omitted``: ``dependencies`` lists only the first of them (a server lists at
+    most a budget of dependencies per answer; the worker reads the rest before the handler
+    runs, ``Client.dependencies`` reads them all).
     """
 
     jid: str
@@ -230,6 +233,7 @@ class JobRecord:
     unique: dict[str, Any] | None = None
     duplicate: bool = False
     dependencies: list[Dependency] | None = None
+    dependencies_omitted: bool = False
     dependents: list[Dependent] | None = None
     batch: str | None = None
 
@@ -278,6 +282,7 @@ class JobRecord:
             ]
             if data.get("dependencies") is not None
             else None,
+            dependencies_omitted=bool(data.get("dependencies_omitted", False)),
             dependents=[
                 Dependent(str(d["jid"]), str(d["state"]), str(d.get("on_failure", "fail")))
                 for d in data["dependents"]

@@ -78,7 +78,9 @@ class Runner:
             )
         handler = run.handler
         deps = run.record.dependencies
-        if deps and any(d.result_omitted for d in deps):
+        if deps is not None and (
+            run.record.dependencies_omitted or any(d.result_omitted for d in deps)
+        ):
             try:
                 run.record = await self._with_every_result(run.record, deps)
             except Exception as exc:  # the attempt fails and is retried, as a handler's would
@@ -92,9 +94,10 @@ class Runner:
         return await self._run_within(run, handler, job, timeout)
 
     async def _with_every_result(self, record: JobRecord, deps: list[Dependency]) -> JobRecord:
-        """The record with the dependency results its fetch answer left out, read from the
-        job's dependency pages from the first one left out on."""
-        first = next(i for i, d in enumerate(deps) if d.result_omitted)
+        """The record with the dependencies and results its fetch answer left out, read from
+        the job's dependency pages from the first result left out on (or, when every listed
+        result is there, after the last dependency listed)."""
+        first = next((i for i, d in enumerate(deps) if d.result_omitted), len(deps))
         read = await self._read_dependencies(
             record.jid, after=deps[first - 1].jid if first else None
         )
@@ -102,9 +105,9 @@ class Runner:
         missing = [d.jid for d in deps[first:] if d.result_omitted and d.jid not in by_jid]
         if missing:
             raise LookupError(f"dependencies {missing[:10]} are not in the job's dependency pages")
-        return replace(
-            record, dependencies=[*deps[:first], *(by_jid.get(d.jid, d) for d in deps[first:])]
-        )
+        # The pages hold every dependency from there on: the ones listed, with their results,
+        # and any the answer did not list.
+        return replace(record, dependencies=[*deps[:first], *read], dependencies_omitted=False)
 
     @staticmethod
     def _timeout(run: RunningJob, handler: Handler) -> float | None:
