@@ -348,3 +348,72 @@ async def test_migration_26_stores_each_result_once_and_every_edge_reads_it_back
         ]
     finally:
         await test_databases.drop(name)
+
+
+DOT_SEGMENT_QUEUES = """
+INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at, enqueued_at,
+                       retry_count, failed_at, errtype, message, finished_at)
+VALUES ('dot-available', 't', '.', '[]', 'available', now(), now(), now(), 0, NULL, NULL, NULL,
+        NULL),
+       ('dots-dead', 't', '..', '[]', 'dead', now(), now(), now(), 25, now(), 'E', 'm', now());
+INSERT INTO werk_queues (name, paused) VALUES ('..', true);
+"""
+
+SQL_PUSH = "SELECT werk.push('t', '[]', jsonb_build_object('queue', $1::text))"
+
+
+async def test_migration_28_keeps_the_jobs_of_a_dot_segment_queue_and_refuses_new_ones(
+    test_databases, make_settings, clock
+):
+    """Migration 28 refuses the queue names "." and ".." (no URL path can name them) wherever a
+    queue name is written, and keeps the jobs and queues a database already holds under them:
+    they read back as they were, and can still be settled, retried and deleted by jid."""
+    name = f"werk_dots_{id(test_databases) % 10000}"
+    try:
+        url = await database_before(test_databases, name, 28, DOT_SEGMENT_QUEUES)
+        query = "SELECT jid, queue, state::text FROM werk_jobs ORDER BY jid"
+        before = await sql(url, query)
+        await prepare_database(url)
+        assert await sql(url, query) == before
+        assert [tuple(r) for r in await sql(url, "SELECT name, paused FROM werk_queues")] == [
+            ("..", True)
+        ]
+        for queue in (".", ".."):
+            with pytest.raises(asyncpg.CheckViolationError):
+                await sql(
+                    url,
+                    "INSERT INTO werk_jobs (jid, jobtype, queue, args, state, run_at, created_at,"
+                    " enqueued_at) VALUES ('dot-new-1', 't', $1, '[]', 'available', now(), now(),"
+                    " now())",
+                    queue,
+                )
+            with pytest.raises(asyncpg.CheckViolationError):
+                await sql(url, "INSERT INTO werk_queues (name) VALUES ($1)", queue)
+            with pytest.raises(asyncpg.InvalidParameterValueError, match="invalid_request: queue"):
+                await sql(url, SQL_PUSH, queue)
+        conn = await connect(url)
+        try:
+            (claimed,) = await queries.fetch_jobs(conn, None, ["."], ["w-1"])
+            acked, kept = await queries.ack_jobs(
+                conn, None, {"dot-available": claimed["lease"]}, keep_completed=True
+            )
+            assert (acked, kept) == ({"dot-available"}, {"dot-available"})
+        finally:
+            await conn.close()
+        app = create_app(make_settings(database_url=url), clock=clock, background=False)
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://werk.test") as http,
+        ):
+            for queue in (".", ".."):
+                r = await http.post("/v1/jobs", json={"jobtype": "t", "queue": queue})
+                assert (r.status_code, r.json()["code"]) == (422, "invalid_request"), r.text
+            assert (await http.get("/v1/jobs/dot-available")).json()["state"] == "completed"
+            r = await http.post("/v1/jobs/dots-dead/retry")
+            assert (r.status_code, r.json()["state"]) == (200, "available"), r.text
+            assert (await http.delete("/v1/jobs/dots-dead")).status_code == 204
+            assert (await http.delete("/v1/jobs/dot-available")).status_code == 204
+        assert await sql(url, "SELECT jid FROM werk_stored_jobs") == []
+    finally:
+        await test_databases.drop(name)

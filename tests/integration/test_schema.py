@@ -16,6 +16,8 @@ INSERT_JOB = """
     VALUES ('schema-job-1', 't', $1, '[]', 'available', now(), now(), now())
 """
 NAMES = ["a", "x" * 100, "Az09._-", "", "x" * 101, "a b", "ü", "q/1", "line\n", "\nline"]
+# Dot segments in /v1/queues/{queue}/...: refused; names that merely start with dots are not.
+NAMES += [".", "..", ".a", "..a", "..."]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -72,6 +72,7 @@ class InvalidField(ValueError):
 _FIELD_MARK = "field "
 _UNKNOWN = "Object contains unknown field `"
 _MISSING = "Object missing required field `"
+_PATTERN = "Expected `str` matching regex "
 
 
 def located(error: msgspec.ValidationError) -> tuple[str, str]:
@@ -90,8 +91,11 @@ def located(error: msgspec.ValidationError) -> tuple[str, str]:
     if message.startswith(_FIELD_MARK):
         name, _, message = message[len(_FIELD_MARK) :].partition(": ")
         parts.append(name)
-    # msgspec quotes the pattern as repr() does, its backslashes doubled.
-    return ".".join(parts) or "body", message.replace(EXACT.replace("\\", "\\\\"), "")
+    if message.startswith(_PATTERN):
+        # msgspec quotes the pattern as repr() does, its backslashes doubled; the message quotes
+        # it as the schema states it.
+        message = message.replace("\\\\", "\\").replace(EXACT, "")
+    return ".".join(parts) or "body", message
 
 
 # A body's errors listed at most: each after the first costs validating the body again.

@@ -10,7 +10,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-QUEUE_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
+# A queue name is a URL path segment too (/v1/queues/{queue}/pause): never "." or "..", which
+# clients and browsers resolve as dot segments, so every queue a producer can fill can be named.
+# No lookahead: Go's regexp and the OpenAPI document's readers take the pattern as it stands.
+QUEUE_PATTERN = (
+    r"^(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}"
+    r"|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,98}"
+    r"|\.\.[A-Za-z0-9._-]{1,98})$"
+)
+QUEUE_NAMES = "1-100 characters from A-Z a-z 0-9 . _ -, but not . or .. alone"
 # A jid is a URL path segment as it stands: characters no client or proxy encodes or rewrites,
 # never "." or "..", so every jid the server accepts can be named in /v1/jobs/{jid}/....
 JID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._~:@+=-]*$"

@@ -31,7 +31,7 @@ _JOB_KEYS = frozenset(f.encode_name for f in msgspec.structs.fields(JobPush))
 # What the model's patterns allow, in words (its own message quotes the regular expression).
 _PATTERN_HINTS = {
     "jid": "use A-Z a-z 0-9, after the first also . _ ~ : @ + = -",
-    "queue": "use 1-100 characters from A-Z a-z 0-9 . _ -",
+    "queue": f"use {rules.QUEUE_NAMES}",
 }
 
 

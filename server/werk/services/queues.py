@@ -10,7 +10,7 @@ import asyncpg
 from werk.db import admin_queries
 from werk.db.admin_queries import QueueRow
 from werk.domain.clock import Clock
-from werk.domain.job import QUEUE_PATTERN
+from werk.domain.job import QUEUE_NAMES, QUEUE_PATTERN
 from werk.errors import InvalidRequest
 from werk.services.wakeup import WakeHub
 
@@ -23,7 +23,7 @@ CLEAR_BATCH = 10_000
 def check_queue_name(name: str) -> str:
     if not _QUEUE_NAME.fullmatch(name):
         raise InvalidRequest(
-            f"invalid queue name {name!r}: use 1-100 characters from A-Z a-z 0-9 . _ -",
+            f"invalid queue name {name!r}: use {QUEUE_NAMES}",
             errors=[{"loc": "queue", "message": "does not match " + QUEUE_PATTERN}],
         )
     return name

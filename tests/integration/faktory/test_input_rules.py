@@ -92,3 +92,24 @@ async def test_a_time_http_refuses_is_refused_over_fwp(
     assert list(rejected) == ["fwp-time-3"] and "invalid at" in rejected["fwp-time-3"]
     assert await count_jobs(database_url) == 1  # fwp-time-2 alone
     await conn.close()
+
+
+@pytest.mark.parametrize("queue", [".", ".."])
+async def test_a_queue_no_url_path_can_name_is_refused(
+    fwp: Any, database_url: str, queue: str
+) -> None:
+    """ "." and ".." are dot segments in /v1/queues/{queue}/...: PUSH and FETCH refuse them as
+    HTTP does, storing nothing and leaving the connection serving."""
+    conn = await Fwp.connect(fwp.port, wid="dots-w")
+    reply = await conn.cmd("PUSH", job("dot-queue-1", queue=queue))
+    assert reply.kind == "-" and f"invalid queue {queue!r}" in str(reply), reply
+    assert "not . or .." in str(reply), reply
+    rejected = (await conn.cmd("PUSHB", [job("dot-queue-2"), job("dot-queue-3", queue=queue)])).json
+    assert list(rejected) == ["dot-queue-3"] and "invalid queue" in rejected["dot-queue-3"]
+    reply = await conn.call(f"FETCH default {queue}")
+    assert reply.kind == "-" and f"invalid queue name {queue!r}" in str(reply), reply
+    assert await count_jobs(database_url) == 1  # dot-queue-2 alone
+    for i, name in enumerate([".a", "..a", "..."]):
+        assert str(await conn.cmd("PUSH", job(f"near-dots-{i}", queue=name))) == "+OK"
+        assert (await conn.call(f"FETCH {name}")).json["queue"] == name
+    await conn.close()

@@ -64,6 +64,9 @@ SAME = [
     {"jobtype": "a", "unique": {"key": "nightly", "on_conflict": "existing", "for": None}},
     {"jobtype": "a", "at": "2035-01-01T00:00:00Z", "unique": {"for": 10}},
     {"jobtype": "a", "args": [DEEPEST_ALLOWED]},
+    {"jobtype": "a", "queue": ".a"},
+    {"jobtype": "a", "queue": "..a"},
+    {"jobtype": "a", "queue": "..."},
 ]
 
 too_deep: Any = 1
@@ -74,6 +77,8 @@ REFUSED = [
     {"jobtype": ""},
     {"jobtype": "a", "queue": "bad queue"},
     {"jobtype": "a", "queue": 7},
+    {"jobtype": "a", "queue": "."},  # a dot segment in /v1/queues/{queue}/...
+    {"jobtype": "a", "queue": ".."},
     {"jobtype": "a", "priority": 1001},
     {"jobtype": "a", "priority": "1"},
     {"jobtype": "a", "priority": 1.5},
