@@ -153,3 +153,39 @@ async def test_deleting_a_dependent_looks_up_the_result_it_named(api, wide_edges
 
     assert_looked_up(reads)
     assert await conn.fetchval("SELECT count(*) FROM werk_dep_results WHERE dep = $1", jids[0]) == 0
+
+
+async def test_the_settling_is_never_compiled(api, wide_edges):
+    """PostgreSQL compiles (JIT) each statement estimated above jit_above_cost, at every
+    execution; the settling's estimates pass it with a large table of edges, where compiling
+    took most of a second per settled job. The server's own connections run without JIT, but
+    not the application's own (the SQL interface) or those behind a pooler: the settling turns
+    it off for itself. Here every statement would be compiled but the settling's."""
+    conn = wide_edges
+    settings = await conn.fetch(
+        "SELECT proconfig FROM pg_proc WHERE proname = ANY($1)",
+        ["werk_settlings_settle", "werk_dependencies_settle"],
+    )
+    assert len(settings) == 2 and all("jit=off" in r["proconfig"] for r in settings)
+    if not await conn.fetchval("SELECT pg_jit_available()"):
+        return  # a PostgreSQL built without JIT (the embedded one) compiles nothing anyway
+    jids, lease = await leased_head_of_chain(api)
+    plans: list[str] = []
+    conn.add_log_listener(lambda _conn, message: plans.append(message.message))
+    async with conn.transaction():
+        await conn.execute("LOAD 'auto_explain'")
+        for setting in (
+            "jit = on",
+            "jit_above_cost = 0",
+            "auto_explain.log_min_duration = 0",
+            "auto_explain.log_nested_statements = on",
+            "auto_explain.log_analyze = on",
+            "auto_explain.log_level = notice",
+        ):
+            await conn.execute(f"SET LOCAL {setting}")
+        await conn.execute("SELECT werk.fail($1, $2, '{\"retry\": false}')", jids[0], lease)
+        await conn.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    walks = [p for p in plans if "reached(jid, doomed)" in p or "doomed(jid, fate, cause)" in p]
+    assert walks, plans  # both functions ran, and were explained
+    assert not [p for p in walks if "JIT:" in p]
+    assert [p for p in plans if "JIT:" in p]  # the rest was compiled: this PostgreSQL can
