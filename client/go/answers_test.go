@@ -91,6 +91,15 @@ func TestEveryServerCodeMatchesItsSentinel(t *testing.T) {
 		{405, "method_not_allowed", nil},
 		{502, "http_502", []string{"ErrUnavailable"}},
 		{504, "http_504", []string{"ErrUnavailable"}},
+		// Answers without a problem body, by their status (as Python and TypeScript read them).
+		{400, "http_400", []string{"ErrValidation"}},
+		{401, "http_401", []string{"ErrUnauthorized"}},
+		{403, "http_403", []string{"ErrForbidden"}},
+		{404, "http_404", []string{"ErrJobNotFound"}},
+		{409, "http_409", []string{"ErrLeaseLost"}},
+		{413, "http_413", []string{"ErrTooLarge"}},
+		{422, "http_422", []string{"ErrValidation"}},
+		{418, "http_418", nil},
 	}
 	for _, tc := range cases {
 		err := error(&Error{Code: tc.code, Status: tc.status})

@@ -3,6 +3,7 @@ package werk
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -58,6 +59,9 @@ func (e *Error) Is(target error) bool {
 	if !ok {
 		return false
 	}
+	if e.Code == "http_"+strconv.Itoa(e.Status) && byStatus[e.Status] == t {
+		return true
+	}
 	switch t {
 	case ErrValidation:
 		return e.Code == "invalid_request" || e.Code == "invalid_json" ||
@@ -83,6 +87,14 @@ func (e *Error) Is(target error) bool {
 func (e *Error) transient() bool {
 	return e.Code == "unreachable" || e.Code == "database_unavailable" ||
 		e.Status == 502 || e.Status == 503 || e.Status == 504
+}
+
+// An answer without a problem body (a proxy's, say; its Code is http_<status>) matches the
+// sentinel its status stands for, as the Python and TypeScript clients read it: a worker then
+// neither retries a bare 404 or 409 to its ack nor takes it for an outage.
+var byStatus = map[int]*Error{
+	400: ErrValidation, 401: ErrUnauthorized, 403: ErrForbidden, 404: ErrJobNotFound,
+	409: ErrLeaseLost, 413: ErrTooLarge, 422: ErrValidation,
 }
 
 // Sentinels for errors.Is.
