@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
 from typing import Annotated, Any
@@ -56,6 +56,26 @@ def plain_text(request: Request) -> None:
 router = APIRouter(include_in_schema=False, dependencies=[Depends(plain_text)])
 
 UserDep = Annotated[Principal | None, Depends(current_user)]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSearch:
+    """A page of a job list as asked for: where it starts (``cursor``), the words searched
+    (``q``) and the jobtype it shows (both optional)."""
+
+    cursor: str | None = None
+    q: str | None = None
+    jobtype: str | None = None
+
+    def params(self) -> dict[str, str]:
+        """The search, without the page, as URL parameters."""
+        return {k: v for k, v in (("q", self.q), ("jobtype", self.jobtype)) if v}
+
+    def narrowed(self, query: JobQuery) -> JobQuery:
+        return replace(query, text=self.q or None, jobtype=self.jobtype or None)
+
+
+SearchDep = Annotated[JobSearch, Depends()]
 HISTORY_DAYS = (7, 30, 90, 180)
 PAGE_SIZE = 50
 # Bulk buttons ("retry all") change at most this many jobs per click and say how many changed.
@@ -311,16 +331,15 @@ async def queue_page(
     services: ServicesDep,
     user: UserDep,
     name: str,
+    search: SearchDep,
     state: str = "available",
-    cursor: str | None = None,
     order: str = "newest",
-    q: str | None = None,
 ) -> Response:
     listed = [q for q in await services.queues.list(max_age=2.0) if q.name == name]
     queue = listed[0] if listed else await services.queues.get(name)
     page = await services.admin.list_jobs(
-        JobQuery(state=state or None, queue=name, text=q or None),
-        cursor=cursor,
+        search.narrowed(JobQuery(state=state or None, queue=name)),
+        cursor=search.cursor,
         limit=PAGE_SIZE,
         newest_first=order != "oldest",
     )
@@ -331,7 +350,7 @@ async def queue_page(
         queue=queue,
         state=state,
         order=order,
-        q=q or "",
+        search=search,
         page=page,
         states=(
             "available",
@@ -346,18 +365,18 @@ async def queue_page(
         ),
         actions=("retry", "kill", "cancel", "delete"),
         action_labels=ACTION_LABELS,
-        back=f"/queues/{quote(name)}?{urlencode({'state': state, **({'q': q} if q else {})})}",
+        back=f"/queues/{quote(name)}?{urlencode({'state': state, **search.params()})}",
     )
 
 
 async def _list_page(
     request: Request, services: ServicesDep, user: Principal | None, key: str,
-    cursor: str | None, q: str | None,
+    search: JobSearch,
 ) -> Response:  # fmt: skip
     spec = LISTS[key]
-    base: JobQuery = spec["query"]
-    query = JobQuery(state=base.state, failed=base.failed, text=q or None)
-    page = await services.admin.list_jobs(query, cursor=cursor, limit=PAGE_SIZE)
+    query = search.narrowed(spec["query"])
+    page = await services.admin.list_jobs(query, cursor=search.cursor, limit=PAGE_SIZE)
+    params = search.params()
     return render(
         request,
         "jobs.html",
@@ -365,77 +384,77 @@ async def _list_page(
         key=key,
         title=spec["title"],
         page=page,
-        q=q or "",
+        search=search,
         actions=spec["actions"],
         action_labels=ACTION_LABELS,
-        back=f"/{key}?{urlencode({'q': q})}" if q else f"/{key}",
+        back=f"/{key}?{urlencode(params)}" if params else f"/{key}",
     )
 
 
 @router.get("/retries")
 async def retries_page(
     request: Request, services: ServicesDep, user: UserDep,
-    cursor: str | None = None, q: str | None = None,
+    search: SearchDep,
 ) -> Response:  # fmt: skip
-    return await _list_page(request, services, user, "retries", cursor, q)
+    return await _list_page(request, services, user, "retries", search)
 
 
 @router.get("/scheduled")
 async def scheduled_page(
     request: Request, services: ServicesDep, user: UserDep,
-    cursor: str | None = None, q: str | None = None,
+    search: SearchDep,
 ) -> Response:  # fmt: skip
-    return await _list_page(request, services, user, "scheduled", cursor, q)
+    return await _list_page(request, services, user, "scheduled", search)
 
 
 @router.get("/dead")
 async def dead_page(
     request: Request, services: ServicesDep, user: UserDep,
-    cursor: str | None = None, q: str | None = None,
+    search: SearchDep,
 ) -> Response:  # fmt: skip
-    return await _list_page(request, services, user, "dead", cursor, q)
+    return await _list_page(request, services, user, "dead", search)
 
 
 @router.get("/completed")
 async def completed_page(
     request: Request, services: ServicesDep, user: UserDep,
-    cursor: str | None = None, q: str | None = None,
+    search: SearchDep,
 ) -> Response:  # fmt: skip
     """Jobs kept after their ack (pushed with keep_result_for, or WERK_COMPLETED_RETENTION)."""
-    return await _list_page(request, services, user, "completed", cursor, q)
+    return await _list_page(request, services, user, "completed", search)
 
 
 @router.get("/expired")
 async def expired_page(
     request: Request, services: ServicesDep, user: UserDep,
-    cursor: str | None = None, q: str | None = None,
+    search: SearchDep,
 ) -> Response:  # fmt: skip
-    return await _list_page(request, services, user, "expired", cursor, q)
+    return await _list_page(request, services, user, "expired", search)
 
 
 @router.get("/waiting")
 async def waiting_page(
     request: Request, services: ServicesDep, user: UserDep,
-    cursor: str | None = None, q: str | None = None,
+    search: SearchDep,
 ) -> Response:  # fmt: skip
-    return await _list_page(request, services, user, "waiting", cursor, q)
+    return await _list_page(request, services, user, "waiting", search)
 
 
 @router.get("/skipped")
 async def skipped_page(
     request: Request, services: ServicesDep, user: UserDep,
-    cursor: str | None = None, q: str | None = None,
+    search: SearchDep,
 ) -> Response:  # fmt: skip
     """Jobs that never ran because a dependency ended badly (on_dependency_failure skip)."""
-    return await _list_page(request, services, user, "skipped", cursor, q)
+    return await _list_page(request, services, user, "skipped", search)
 
 
 @router.get("/cancelled")
 async def cancelled_page(
     request: Request, services: ServicesDep, user: UserDep,
-    cursor: str | None = None, q: str | None = None,
+    search: SearchDep,
 ) -> Response:  # fmt: skip
-    return await _list_page(request, services, user, "cancelled", cursor, q)
+    return await _list_page(request, services, user, "cancelled", search)
 
 
 @router.get("/batches")
@@ -536,8 +555,8 @@ async def jobs_action(request: Request, services: ServicesDep, user: GuardDep) -
             base = JobQuery(
                 state=_one(fields, "state") or None, queue=_one(fields, "queue") or None
             )
-        # The list as searched: "all" is every job the search box left on it.
-        base = replace(base, text=_one(fields, "q") or None)
+        # The list as searched: "all" is every job the search left on it.
+        base = JobSearch(q=_one(fields, "q"), jobtype=_one(fields, "jobtype")).narrowed(base)
         n = await services.admin.act_bulk(act, base, limit=BULK_LIMIT)
     else:
         jids = fields.get("jid", [])

@@ -143,6 +143,33 @@ async def test_search_by_args_and_custom_lists_the_matching_jobs_only(
     assert kept not in (await api.http.get("/completed?q=invoice-4712")).text
 
 
+async def test_a_list_shows_one_jobtype_and_acts_on_it_alone(api: InProcess) -> None:
+    invoice = await dead_job(api, jobtype="SendInvoice", args=["acme"])
+    other_invoice = await dead_job(api, jobtype="SendInvoice", args=["globex"])
+    report = await dead_job(api, jobtype="Report", args=["acme"])
+
+    async def listed(path: str) -> set[str]:
+        r = await api.http.get(path)
+        assert r.status_code == 200, r.text[:500]
+        return {jid for jid in (invoice, other_invoice, report) if jid in r.text}
+
+    assert await listed("/dead?jobtype=SendInvoice") == {invoice, other_invoice}
+    assert await listed("/dead?jobtype=SendInvoice&q=acme") == {invoice}
+    assert await listed("/dead?jobtype=Send") == set()  # the whole jobtype, not its beginning
+    assert await listed("/queues/default?state=dead&jobtype=Report") == {report}
+    page = (await api.http.get("/dead?jobtype=SendInvoice")).text
+    assert 'name="jobtype" value="SendInvoice"' in page  # the box keeps it
+    assert 'name="jobtype" value="SendInvoice"' in page.split("/actions/jobs")[1]  # and "all"
+    r = await api.http.post(
+        "/actions/jobs?scope=all",
+        **form(action="retry", list="dead", jobtype="SendInvoice", back="/dead"),
+    )
+    assert r.status_code == 303, r.text
+    assert r.headers["location"] == "/dead?done=retry&n=2"
+    assert {await state_of(api, jid) for jid in (invoice, other_invoice)} == {"available"}
+    assert await state_of(api, report) == "dead"
+
+
 async def test_html_is_escaped_everywhere(api: InProcess) -> None:
     jid = await push(api, jobtype=XSS, args=[XSS], custom={"k": XSS})
     fetched = await fetch_one(api)
